@@ -1,0 +1,69 @@
+"""The `prim` dialect: primitive tensor ops over builtin ranked tensors.
+
+This module gathers the op classes (defined in `prim_elementwise` and
+`prim_structured`, on the base in `prim_base`), builds `PRIM_OPS` (KIND →
+class) and the `Prim` dialect. Adding an op means adding one class to one of
+those modules and listing it in its tuple there.
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import Dialect
+
+from fusebind.dialect.prim_base import PrimOp
+from fusebind.dialect.prim_elementwise import (
+    ELEMENTWISE_OPS,
+    AbsOp,
+    AddOp,
+    BinaryOp,
+    CastOp,
+    CompareOp,
+    DivOp,
+    ElementwiseOp,
+    ErfOp,
+    ExpOp,
+    FloatUnaryOp,
+    LogOp,
+    MaxOp,
+    MinOp,
+    MulOp,
+    NegOp,
+    PowOp,
+    ReluOp,
+    RsqrtOp,
+    SelectOp,
+    SigmoidOp,
+    SqrtOp,
+    SubOp,
+    TanhOp,
+    UnaryOp,
+)
+from fusebind.dialect.prim_structured import (
+    STRUCTURED_OPS,
+    BroadcastToOp,
+    ConstantOp,
+    MatmulOp,
+    ReduceMaxOp,
+    ReduceMeanOp,
+    ReduceSumOp,
+    ReductionOp,
+    ReshapeOp,
+    ShapeOp,
+    TransposeOp,
+    matmul_shape,
+    reduced_shape,
+)
+
+ALL_PRIM_OPS: tuple[type[PrimOp], ...] = ELEMENTWISE_OPS + STRUCTURED_OPS
+
+PRIM_OPS: dict[str, type[PrimOp]] = {op.KIND: op for op in ALL_PRIM_OPS}
+
+Prim = Dialect("prim", list(ALL_PRIM_OPS), [])
+
+__all__ = [
+    "ALL_PRIM_OPS", "PRIM_OPS", "Prim", "PrimOp", "ElementwiseOp", "UnaryOp", "FloatUnaryOp", "BinaryOp",
+    "ReductionOp", "ShapeOp", "NegOp", "AbsOp", "ReluOp", "ExpOp", "LogOp", "SqrtOp", "RsqrtOp", "TanhOp",
+    "SigmoidOp", "ErfOp", "AddOp", "SubOp", "MulOp", "DivOp", "MaxOp", "MinOp", "PowOp", "CompareOp",
+    "SelectOp", "CastOp", "ReduceSumOp", "ReduceMaxOp", "ReduceMeanOp", "BroadcastToOp", "ReshapeOp",
+    "TransposeOp", "MatmulOp", "ConstantOp", "matmul_shape", "reduced_shape",
+]

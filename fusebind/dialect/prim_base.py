@@ -1,0 +1,208 @@
+"""The common base of every `prim` op: its facts, and the one custom syntax.
+
+Every `prim` op reads and prints as
+
+    %r = prim.<kind> [keyword] %a, %b [{props}] : <in-types> -> <result-type>
+
+where `<in-types>` is a single type for one operand and `(T1, T2, ...)`
+otherwise, `keyword` is a property printed bare (the predicate of
+`prim.compare`), and `{props}` holds the remaining properties with integer
+lists written `[1, 2]` and unit properties bare (`{axes = [1], keepdims}`).
+The generic form (`"prim.add"(%a, %b) : (...) -> ...`) always works too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseArrayBase,
+    IntegerAttr,
+    StringAttr,
+    TensorType,
+    UnitAttr,
+    i64,
+)
+from xdsl.ir import Attribute, SSAValue
+from xdsl.irdl import IRDLOperation
+from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+from fusebind.dialect.types import (
+    Shape,
+    compatible,
+    elem_of,
+    element_type_name,
+    format_shape,
+    num_elements,
+    numpy_dtype,
+    shape_of,
+)
+
+
+def int_list(values: Sequence[int]) -> DenseArrayBase:
+    """An i64 dense array property (`array<i64: ...>` in generic form)."""
+    return DenseArrayBase.from_list(i64, [int(v) for v in values])
+
+
+def int_list_values(attr: Attribute) -> tuple[int, ...]:
+    if isinstance(attr, DenseArrayBase):
+        return tuple(int(v) for v in attr.get_values())
+    raise ValueError(f"expected an integer list, found {attr}")
+
+
+class PrimOp(IRDLOperation):
+    """Base class of `prim` ops; subclasses set the class facts below."""
+
+    KIND: ClassVar[str]
+    FLOPS_PER_ELEMENT: ClassVar[float] = 0.0
+    # Element types accepted for the (data) operands.
+    DTYPES: ClassVar[frozenset[str]]
+    # Properties printed as a bare keyword right after the op name.
+    KEYWORD_PROPS: ClassVar[tuple[str, ...]] = ()
+    # Properties that hold integer lists (printed `[1, 2]` in the custom form).
+    LIST_PROPS: ClassVar[tuple[str, ...]] = ()
+
+    # --- facts -----------------------------------------------------------
+    def flops(self) -> float | None:
+        """Total flops for static shapes (FLOPS_PER_ELEMENT × output elements)."""
+        n = num_elements(self.result_shape())
+        return None if n is None else float(self.FLOPS_PER_ELEMENT * n)
+
+    def reference(self, *arrays: np.ndarray) -> np.ndarray:
+        raise NotImplementedError(f"{self.name} has no numpy reference")
+
+    def result_shape(self) -> Shape:
+        return shape_of(self.results[0].type)
+
+    def result_elem(self) -> str:
+        return elem_of(self.results[0].type)
+
+    # --- verification helpers ---------------------------------------------
+    def _elem(self, value: SSAValue, what: str) -> str:
+        t = value.type
+        if not isinstance(t, TensorType):
+            raise VerifyException(f"{self.name}: {what} must be a ranked tensor, found {t}")
+        try:
+            return element_type_name(t.element_type)
+        except ValueError:
+            raise VerifyException(
+                f"{self.name}: {what} element type {t.element_type} is not supported; "
+                "expected one of f32, f64, i32, i64, i1"
+            ) from None
+
+    def _check_dtype(self, elem: str, what: str = "operand") -> None:
+        if elem not in self.DTYPES:
+            allowed = ", ".join(e for e in ("f32", "f64", "i32", "i64", "i1") if e in self.DTYPES)
+            raise VerifyException(
+                f"{self.name}: {what} element type {elem} is not supported; expected one of {allowed}"
+            )
+
+    def _check_result(self, shape: Shape, elem: str) -> None:
+        rt = self.results[0].type
+        r_elem = self._elem(self.results[0], "result")
+        r_shape = shape_of(rt)
+        if r_elem != elem or not compatible(r_shape, shape):
+            raise VerifyException(
+                f"{self.name}: result type {rt} does not match the inferred shape "
+                f"{format_shape(shape)} and element type {elem}"
+            )
+
+    # --- custom syntax -----------------------------------------------------
+    def print(self, printer: Printer) -> None:
+        for key in self.KEYWORD_PROPS:
+            prop = self.properties[key]
+            if not isinstance(prop, StringAttr):
+                raise ValueError(f"{self.name}: property {key} must be a string")
+            printer.print_string(f" {prop.data}")
+        if self.operands:
+            printer.print_string(" ")
+            printer.print_list(self.operands, printer.print_operand)
+        self._print_props(printer)
+        printer.print_string(" : ")
+        types = [o.type for o in self.operands]
+        if len(types) == 1:
+            printer.print_attribute(types[0])
+        else:
+            printer.print_string("(")
+            printer.print_list(types, printer.print_attribute)
+            printer.print_string(")")
+        printer.print_string(" -> ")
+        printer.print_attribute(self.results[0].type)
+
+    def _print_props(self, printer: Printer) -> None:
+        entries: list[tuple[str, Attribute]] = [
+            (k, v) for k, v in self.properties.items() if k not in self.KEYWORD_PROPS
+        ] + list(self.attributes.items())
+        if not entries:
+            return
+        printer.print_string(" {")
+
+        def one(entry: tuple[str, Attribute]) -> None:
+            key, value = entry
+            printer.print_identifier_or_string_literal(key)
+            if isinstance(value, UnitAttr):
+                return
+            printer.print_string(" = ")
+            if key in self.LIST_PROPS and isinstance(value, DenseArrayBase):
+                printer.print_string("[" + ", ".join(str(v) for v in int_list_values(value)) + "]")
+            else:
+                printer.print_attribute(value)
+
+        printer.print_list(entries, one)
+        printer.print_string("}")
+
+    @classmethod
+    def parse(cls, parser: Parser) -> PrimOp:
+        props: dict[str, Attribute] = {}
+        for key in cls.KEYWORD_PROPS:
+            props[key] = StringAttr(parser.parse_identifier())
+        operands: list[UnresolvedOperand] = []
+        first = parser.parse_optional_unresolved_operand()
+        if first is not None:
+            operands.append(first)
+            while parser.parse_optional_punctuation(","):
+                operands.append(parser.parse_unresolved_operand())
+        attrs: dict[str, Attribute] = {}
+        pos = parser.pos
+        for key, value in parser.parse_optional_attr_dict().items():
+            if key in cls.LIST_PROPS and isinstance(value, ArrayAttr):
+                items = value.data
+                if not all(isinstance(v, IntegerAttr) for v in items):
+                    parser.raise_error(f"{cls.name}: {key} must be a list of integers", pos, parser.pos)
+                value = int_list([v.value.data for v in items])  # type: ignore[union-attr]
+            if key in cls._prop_names():
+                props[key] = value
+            else:
+                attrs[key] = value
+        parser.parse_punctuation(":")
+        if parser.parse_optional_punctuation("("):
+            in_types = []
+            if not parser.parse_optional_punctuation(")"):
+                in_types.append(parser.parse_type())
+                while parser.parse_optional_punctuation(","):
+                    in_types.append(parser.parse_type())
+                parser.parse_punctuation(")")
+        else:
+            in_types = [parser.parse_type()]
+        parser.parse_punctuation("->")
+        result_type = parser.parse_type()
+        if len(in_types) != len(operands):
+            parser.raise_error(
+                f"{cls.name}: {len(operands)} operands but {len(in_types)} operand types"
+            )
+        resolved = [parser.resolve_operand(o, t) for o, t in zip(operands, in_types)]
+        return cls.create(operands=resolved, result_types=[result_type], properties=props, attributes=attrs)
+
+    @classmethod
+    def _prop_names(cls) -> set[str]:
+        return set(cls.get_irdl_definition().properties.keys())
+
+
+def cast_result(op: PrimOp, value: np.ndarray | np.generic) -> np.ndarray:
+    """Make a reference result an ndarray of the op's result element type."""
+    return np.asarray(value).astype(numpy_dtype(op.result_elem()), copy=False)

@@ -1,0 +1,358 @@
+"""Non-elementwise `prim` ops: reductions, shape ops, matmul and constants.
+
+Accepted element types:
+- reduce_sum, reduce_max: f32, f64, i32, i64 (sum accumulates in the element
+  type; reduce_max propagates NaN like np.max). reduce_mean: f32, f64.
+- broadcast_to, reshape, transpose, constant: any of the five.
+- matmul: f32, f64, i32, i64; both operands of rank >= 2, numpy matmul
+  semantics (batch dims broadcast).
+
+FLOPS_PER_ELEMENT of a reduction counts per *input* element; matmul counts
+2·M·N·K per batch; shape ops and constants cost 0 flops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+from xdsl.dialects.builtin import DenseArrayBase, DenseIntOrFPElementsAttr, TensorType, UnitAttr
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import irdl_op_definition, opt_prop_def, operand_def, prop_def, result_def, traits_def
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import ConstantLike, Pure
+from xdsl.utils.exceptions import VerifyException
+
+from fusebind.dialect.prim_base import PrimOp, cast_result, int_list, int_list_values
+from fusebind.dialect.types import (
+    ALL_TYPES,
+    FLOAT_TYPES,
+    NUMERIC_TYPES,
+    Shape,
+    broadcast_shapes,
+    broadcasts_to,
+    compatible,
+    elem_of,
+    format_shape,
+    name_of_numpy_dtype,
+    num_elements,
+    numpy_dtype,
+    shape_of,
+    tensor_type,
+)
+
+Value = SSAValue | Operation
+
+
+def reduced_shape(shape: Shape, axes: Sequence[int], keepdims: bool) -> Shape:
+    """Shape after reducing `axes` (already normalised, in range)."""
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+class ReductionOp(PrimOp):
+    """Reduce over `axes` (a list of distinct in-range axes), optionally keeping them as size 1."""
+
+    x = operand_def(TensorType)
+    result = result_def(TensorType)
+    axes = prop_def(DenseArrayBase)
+    keepdims = opt_prop_def(UnitAttr)
+    LIST_PROPS: ClassVar[tuple[str, ...]] = ("axes",)
+    DTYPES: ClassVar[frozenset[str]] = NUMERIC_TYPES
+    traits = traits_def(Pure())
+
+    def __init__(self, x: Value, axes: Sequence[int], keepdims: bool = False):
+        x = SSAValue.get(x)
+        rank = len(shape_of(x.type))
+        norm = sorted({a + rank if a < 0 else a for a in axes})
+        if any(not 0 <= a < rank for a in norm):
+            raise ValueError(f"{self.name}: axes {list(axes)} out of range for rank {rank}")
+        props: dict[str, Attribute] = {"axes": int_list(norm)}
+        if keepdims:
+            props["keepdims"] = UnitAttr()
+        shape = reduced_shape(shape_of(x.type), norm, keepdims)
+        super().__init__(operands=[x], result_types=[tensor_type(shape, elem_of(x.type))], properties=props)
+
+    def axes_list(self) -> tuple[int, ...]:
+        return int_list_values(self.axes)
+
+    def verify_(self) -> None:
+        elem = self._elem(self.x, "operand")
+        self._check_dtype(elem)
+        shape = shape_of(self.x.type)
+        axes = self.axes_list()
+        for a in axes:
+            if not 0 <= a < len(shape):
+                raise VerifyException(f"{self.name}: axis {a} is out of range for rank {len(shape)}")
+        if len(set(axes)) != len(axes):
+            raise VerifyException(f"{self.name}: axes {list(axes)} repeat an axis")
+        self._check_result(reduced_shape(shape, axes, self.keepdims is not None), elem)
+
+    def flops(self) -> float | None:
+        n = num_elements(shape_of(self.x.type))
+        return None if n is None else float(self.FLOPS_PER_ELEMENT * n)
+
+    def reference(self, *arrays: np.ndarray) -> np.ndarray:
+        x = np.asarray(arrays[0])
+        with np.errstate(all="ignore"):
+            out = self._ref(x, self.axes_list(), self.keepdims is not None)
+        return cast_result(self, out)
+
+    def _ref(self, x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+        raise NotImplementedError
+
+
+@irdl_op_definition
+class ReduceSumOp(ReductionOp):
+    name = "prim.reduce_sum"
+    KIND: ClassVar[str] = "reduce_sum"
+    FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
+
+    def _ref(self, x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+        return np.sum(x, axis=axes, keepdims=keepdims, dtype=x.dtype)
+
+
+@irdl_op_definition
+class ReduceMaxOp(ReductionOp):
+    """np.max over axes (NaN propagates); an empty reduction is refused by numpy."""
+
+    name = "prim.reduce_max"
+    KIND: ClassVar[str] = "reduce_max"
+    FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
+
+    def _ref(self, x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+        return np.max(x, axis=axes, keepdims=keepdims)
+
+
+@irdl_op_definition
+class ReduceMeanOp(ReductionOp):
+    name = "prim.reduce_mean"
+    KIND: ClassVar[str] = "reduce_mean"
+    FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
+    DTYPES: ClassVar[frozenset[str]] = FLOAT_TYPES
+
+    def _ref(self, x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+        return np.mean(x, axis=axes, keepdims=keepdims, dtype=x.dtype)
+
+
+class ShapeOp(PrimOp):
+    """Ops that move or replicate elements without arithmetic."""
+
+    x = operand_def(TensorType)
+    result = result_def(TensorType)
+    DTYPES: ClassVar[frozenset[str]] = ALL_TYPES
+    traits = traits_def(Pure())
+
+    def _elems_agree(self) -> str:
+        a = self._elem(self.x, "operand")
+        b = self._elem(self.result, "result")
+        if a != b:
+            raise VerifyException(f"{self.name}: result element type {b} differs from operand element type {a}")
+        return a
+
+
+@irdl_op_definition
+class BroadcastToOp(ShapeOp):
+    """np.broadcast_to(x, result shape); the result type is given."""
+
+    name = "prim.broadcast_to"
+    KIND: ClassVar[str] = "broadcast_to"
+
+    def __init__(self, x: Value, shape: Sequence[int | None]):
+        x = SSAValue.get(x)
+        super().__init__(operands=[x], result_types=[tensor_type(shape, elem_of(x.type))])
+
+    def verify_(self) -> None:
+        self._elems_agree()
+        src, dst = shape_of(self.x.type), shape_of(self.result.type)
+        if not broadcasts_to(src, dst):
+            raise VerifyException(f"{self.name}: shape {format_shape(src)} cannot broadcast to {format_shape(dst)}")
+
+    def reference(self, *arrays: np.ndarray) -> np.ndarray:
+        x = np.asarray(arrays[0])
+        dst = shape_of(self.result.type)
+        off = len(dst) - x.ndim
+        target = tuple(x.shape[i - off] if d is None and i >= off else (1 if d is None else d) for i, d in enumerate(dst))
+        return cast_result(self, np.broadcast_to(x, target).copy())
+
+
+@irdl_op_definition
+class ReshapeOp(ShapeOp):
+    """Row-major reshape; the result type is given (at most one dynamic dim is inferred)."""
+
+    name = "prim.reshape"
+    KIND: ClassVar[str] = "reshape"
+
+    def __init__(self, x: Value, shape: Sequence[int | None]):
+        x = SSAValue.get(x)
+        super().__init__(operands=[x], result_types=[tensor_type(shape, elem_of(x.type))])
+
+    def verify_(self) -> None:
+        self._elems_agree()
+        a, b = num_elements(shape_of(self.x.type)), num_elements(shape_of(self.result.type))
+        if a is not None and b is not None and a != b:
+            raise VerifyException(
+                f"{self.name}: element counts differ: {a} in {self.x.type} vs {b} in {self.result.type}"
+            )
+        if sum(d is None for d in shape_of(self.result.type)) > 1:
+            raise VerifyException(f"{self.name}: result type {self.result.type} has more than one dynamic dimension")
+
+    def reference(self, *arrays: np.ndarray) -> np.ndarray:
+        shape = tuple(-1 if d is None else d for d in shape_of(self.result.type))
+        return cast_result(self, np.reshape(np.asarray(arrays[0]), shape))
+
+
+@irdl_op_definition
+class TransposeOp(ShapeOp):
+    """np.transpose(x, perm): result dim i is operand dim perm[i]."""
+
+    name = "prim.transpose"
+    KIND: ClassVar[str] = "transpose"
+    perm = prop_def(DenseArrayBase)
+    LIST_PROPS: ClassVar[tuple[str, ...]] = ("perm",)
+
+    def __init__(self, x: Value, perm: Sequence[int]):
+        x = SSAValue.get(x)
+        shape = shape_of(x.type)
+        if sorted(perm) != list(range(len(shape))):
+            raise ValueError(f"{self.name}: {list(perm)} is not a permutation of 0..{len(shape) - 1}")
+        out = tuple(shape[p] for p in perm)
+        super().__init__(
+            operands=[x], result_types=[tensor_type(out, elem_of(x.type))], properties={"perm": int_list(perm)}
+        )
+
+    def perm_list(self) -> tuple[int, ...]:
+        return int_list_values(self.perm)
+
+    def verify_(self) -> None:
+        elem = self._elems_agree()
+        shape = shape_of(self.x.type)
+        perm = self.perm_list()
+        if sorted(perm) != list(range(len(shape))):
+            raise VerifyException(
+                f"{self.name}: permutation {list(perm)} is not a permutation of 0..{len(shape) - 1}"
+            )
+        self._check_result(tuple(shape[p] for p in perm), elem)
+
+    def reference(self, *arrays: np.ndarray) -> np.ndarray:
+        return cast_result(self, np.transpose(np.asarray(arrays[0]), self.perm_list()).copy())
+
+
+def matmul_shape(a: Shape, b: Shape) -> Shape | str:
+    """Result shape of numpy matmul for ranks >= 2, or the reason it is invalid."""
+    if len(a) < 2 or len(b) < 2:
+        return f"operands must have rank >= 2, found {len(a)} and {len(b)}"
+    ka, kb = a[-1], b[-2]
+    if ka is not None and kb is not None and ka != kb:
+        return f"contraction dims differ: {ka} (lhs) vs {kb} (rhs)"
+    batch = broadcast_shapes(a[:-2], b[:-2])
+    if batch is None:
+        return f"batch shapes {format_shape(a[:-2])} and {format_shape(b[:-2])} do not broadcast"
+    return (*batch, a[-2], b[-1])
+
+
+@irdl_op_definition
+class MatmulOp(PrimOp):
+    """numpy matmul for operands of rank >= 2; batch dims broadcast."""
+
+    name = "prim.matmul"
+    KIND: ClassVar[str] = "matmul"
+    FLOPS_PER_ELEMENT: ClassVar[float] = 2.0  # per multiply-add of the contraction
+    DTYPES: ClassVar[frozenset[str]] = NUMERIC_TYPES
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, lhs: Value, rhs: Value):
+        lhs, rhs = SSAValue.get(lhs), SSAValue.get(rhs)
+        shape = matmul_shape(shape_of(lhs.type), shape_of(rhs.type))
+        if isinstance(shape, str):
+            raise ValueError(f"{self.name}: {shape}")
+        super().__init__(operands=[lhs, rhs], result_types=[tensor_type(shape, elem_of(lhs.type))])
+
+    def verify_(self) -> None:
+        a = self._elem(self.lhs, "lhs")
+        b = self._elem(self.rhs, "rhs")
+        if a != b:
+            raise VerifyException(f"{self.name}: operand element types {a} and {b} differ")
+        self._check_dtype(a)
+        shape = matmul_shape(shape_of(self.lhs.type), shape_of(self.rhs.type))
+        if isinstance(shape, str):
+            raise VerifyException(f"{self.name}: {shape}")
+        self._check_result(shape, a)
+
+    def flops(self) -> float | None:
+        out = num_elements(shape_of(self.result.type))
+        k = shape_of(self.lhs.type)[-1]
+        if out is None or k is None:
+            return None
+        return float(self.FLOPS_PER_ELEMENT * out * k)
+
+    def reference(self, *arrays: np.ndarray) -> np.ndarray:
+        a, b = (np.asarray(x) for x in arrays)
+        return cast_result(self, np.matmul(a, b))
+
+
+@irdl_op_definition
+class ConstantOp(PrimOp):
+    """`%c = prim.constant dense<[1.0, 2.0]> : tensor<2xf32>` (dense or splat)."""
+
+    name = "prim.constant"
+    KIND: ClassVar[str] = "constant"
+    DTYPES: ClassVar[frozenset[str]] = ALL_TYPES
+    value = prop_def(DenseIntOrFPElementsAttr)
+    result = result_def(TensorType)
+    traits = traits_def(ConstantLike(), Pure())
+
+    def __init__(self, value: DenseIntOrFPElementsAttr):
+        super().__init__(result_types=[value.type], properties={"value": value})
+
+    @staticmethod
+    def from_array(array: np.ndarray) -> ConstantOp:
+        """A constant holding a numpy array (its dtype must be one of the five)."""
+        arr = np.asarray(array)
+        elem = name_of_numpy_dtype(arr.dtype)
+        t = tensor_type(arr.shape, elem)
+        values = arr.reshape(-1).tolist()
+        if elem == "i1":
+            values = [int(v) for v in values]
+        return ConstantOp(DenseIntOrFPElementsAttr.from_list(t, values))
+
+    def verify_(self) -> None:
+        self._elem(self.result, "result")
+        if self.value.type != self.result.type:
+            raise VerifyException(
+                f"{self.name}: result type {self.result.type} does not match value type {self.value.type}"
+            )
+
+    def reference(self, *arrays: np.ndarray) -> np.ndarray:
+        elem = self.result_elem()
+        shape = tuple(int(d) for d in shape_of(self.result.type))  # dense attrs are static
+        values = np.asarray(self.value.get_values(), dtype=np.float64 if elem in FLOAT_TYPES else np.int64)
+        if values.size == 1:
+            return np.full(shape, values.reshape(()), dtype=numpy_dtype(elem))
+        return values.astype(numpy_dtype(elem)).reshape(shape)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_attribute(self.value)
+        if self.attributes:
+            printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ConstantOp:
+        pos = parser.pos
+        value = parser.parse_attribute()
+        if not isinstance(value, DenseIntOrFPElementsAttr):
+            parser.raise_error(f"prim.constant: expected a dense elements attribute, found {value}", pos, parser.pos)
+        attrs = parser.parse_optional_attr_dict()
+        return cls.create(result_types=[value.type], properties={"value": value}, attributes=attrs)
+
+
+STRUCTURED_OPS: tuple[type[PrimOp], ...] = (
+    ReduceSumOp, ReduceMaxOp, ReduceMeanOp, BroadcastToOp, ReshapeOp, TransposeOp, MatmulOp, ConstantOp,
+)

@@ -1,0 +1,164 @@
+"""Element types and tensor types of the `prim` dialect.
+
+Owns the mapping between the five element type names fusebind supports
+(`f32 f64 i32 i64 i1`), their xDSL attributes and their numpy dtypes, plus the
+shape convention used throughout the dialect: a shape is a tuple whose entries
+are ints (static) or `None` (dynamic). Integers are signless in the IR and
+treated as signed (two's complement) everywhere, like numpy's int32/int64.
+It must not import anything from other fusebind packages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    Float32Type,
+    Float64Type,
+    IntegerType,
+    TensorType,
+)
+from xdsl.ir import Attribute
+
+ELEMENT_TYPES: tuple[str, ...] = ("f32", "f64", "i32", "i64", "i1")
+FLOAT_TYPES: frozenset[str] = frozenset({"f32", "f64"})
+INT_TYPES: frozenset[str] = frozenset({"i32", "i64"})
+NUMERIC_TYPES: frozenset[str] = FLOAT_TYPES | INT_TYPES
+ALL_TYPES: frozenset[str] = frozenset(ELEMENT_TYPES)
+
+Shape = tuple[int | None, ...]
+
+_NUMPY = {
+    "f32": np.dtype(np.float32),
+    "f64": np.dtype(np.float64),
+    "i32": np.dtype(np.int32),
+    "i64": np.dtype(np.int64),
+    "i1": np.dtype(np.bool_),
+}
+
+
+def element_type(name: str) -> Attribute:
+    """The xDSL attribute for an element type name (`"f32"` → `f32`)."""
+    if name == "f32":
+        return Float32Type()
+    if name == "f64":
+        return Float64Type()
+    if name in ("i32", "i64", "i1"):
+        return IntegerType(int(name[1:]))
+    raise ValueError(f"unknown element type {name!r}; expected one of {', '.join(ELEMENT_TYPES)}")
+
+
+def element_type_name(attr: Attribute) -> str:
+    """The name of an xDSL element type (`f32` → `"f32"`); raises ValueError otherwise."""
+    if isinstance(attr, Float32Type):
+        return "f32"
+    if isinstance(attr, Float64Type):
+        return "f64"
+    if isinstance(attr, IntegerType) and attr.width.data in (1, 32, 64):
+        if attr.signedness.data.name == "SIGNLESS":
+            return f"i{attr.width.data}"
+    raise ValueError(f"unsupported element type {attr}; expected one of {', '.join(ELEMENT_TYPES)}")
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype of an element type name (`"i1"` → bool)."""
+    try:
+        return _NUMPY[name]
+    except KeyError:
+        raise ValueError(f"unknown element type {name!r}; expected one of {', '.join(ELEMENT_TYPES)}") from None
+
+
+def name_of_numpy_dtype(dtype: np.dtype) -> str:
+    """The element type name of a numpy dtype; raises ValueError for other dtypes."""
+    for name, dt in _NUMPY.items():
+        if dt == dtype:
+            return name
+    raise ValueError(f"numpy dtype {dtype} has no fusebind element type; use one of {', '.join(ELEMENT_TYPES)}")
+
+
+def tensor_type(shape: Iterable[int | None], name: str) -> TensorType:
+    """A ranked tensor type; shape entries `-1` or `None` are dynamic (`?`)."""
+    dims = [DYNAMIC_INDEX if d is None or d == -1 else int(d) for d in shape]
+    for d in dims:
+        if d < 0 and d != DYNAMIC_INDEX:
+            raise ValueError(f"invalid dimension {d}; use -1 or None for a dynamic one")
+    return TensorType(element_type(name), dims)
+
+
+def shape_of(t: Attribute) -> Shape:
+    """The shape of a tensor type, with `None` for dynamic dimensions."""
+    if not isinstance(t, TensorType):
+        raise ValueError(f"expected a ranked tensor type, found {t}")
+    return tuple(None if d == DYNAMIC_INDEX or d < 0 else d for d in t.get_shape())
+
+
+def elem_of(t: Attribute) -> str:
+    """The element type name of a tensor type."""
+    if not isinstance(t, TensorType):
+        raise ValueError(f"expected a ranked tensor type, found {t}")
+    return element_type_name(t.element_type)
+
+
+def format_shape(shape: Sequence[int | None]) -> str:
+    """`(4, ?)`-style text for messages; a 1-d shape keeps its trailing comma."""
+    parts = ["?" if d is None else str(d) for d in shape]
+    if len(parts) == 1:
+        return f"({parts[0]},)"
+    return "(" + ", ".join(parts) + ")"
+
+
+def is_static(shape: Sequence[int | None]) -> bool:
+    return all(d is not None for d in shape)
+
+
+def num_elements(shape: Sequence[int | None]) -> int | None:
+    """Element count of a static shape, `None` when any dimension is dynamic."""
+    n = 1
+    for d in shape:
+        if d is None:
+            return None
+        n *= d
+    return n
+
+
+def compatible(a: Sequence[int | None], b: Sequence[int | None]) -> bool:
+    """Same rank and every dimension equal or dynamic on either side."""
+    return len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b))
+
+
+def broadcast_shapes(*shapes: Sequence[int | None]) -> Shape | None:
+    """numpy broadcasting of shapes with dynamic dims; `None` if they cannot broadcast.
+
+    A dynamic dim against a static `s != 1` gives `s` (the `?` must be `s` or 1
+    at run time); against 1 or another `?` it stays dynamic.
+    """
+    rank = max((len(s) for s in shapes), default=0)
+    out: list[int | None] = []
+    for i in range(rank):
+        dims = [s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0]
+        static = {d for d in dims if d is not None and d != 1}
+        if len(static) > 1:
+            return None
+        if static:
+            out.append(static.pop())
+        elif any(d is None for d in dims):
+            out.append(None)
+        else:
+            out.append(1)
+    return tuple(out)
+
+
+def broadcasts_to(src: Sequence[int | None], dst: Sequence[int | None]) -> bool:
+    """Whether `np.broadcast_to(src-shaped, dst)` can succeed (dynamic dims allowed)."""
+    if len(src) > len(dst):
+        return False
+    off = len(dst) - len(src)
+    for i, d in enumerate(src):
+        t = dst[off + i]
+        if d is None or d == 1 or t is None:
+            continue
+        if d != t:
+            return False
+    return True
