@@ -1,0 +1,502 @@
+"""Vectorizable fast math: MLIR definitions of exp, expm1, log, tanh, erf and
+sigmoid built from arith ops (plus math.fma / absf / copysign / roundeven,
+which lower to LLVM intrinsics, never to libm calls).
+
+This module owns the approximations and their constants. It emits MLIR text
+only: it imports neither ``mlir`` nor ``llvmlite``, and it does not decide
+where the functions are called (the lowering does that, with
+``func.call @__fb_exp_f32(%v) : (f32) -> f32`` inside ``linalg.generic``
+bodies). The definitions are ``func.func private`` and carry the LLVM
+``alwaysinline`` attribute, so LLVM's O3 inliner puts them into the kernel
+loop before the loop vectorizer runs.
+
+Error bounds (measured, see docs/FASTMATH.md and test/lowering/test_fastmath.py)
+are stated in ``ULP_BOUNDS``. Every function propagates NaN and gets the IEEE
+edge cases right (±0, ±inf, denormals, overflow, underflow).
+
+How the approximations work (all constants are derived below from exact
+rationals, nothing is fitted by hand):
+
+* exp / expm1: ``x = n*ln2 + r`` (Cody-Waite with a two-part ln2, FMA),
+  ``expm1(r)`` by its Taylor series on ``|r| <= ln2/2``, then scaling by
+  ``2**n`` in two steps so results in the denormal range round once.
+* log: ``x = 2**e * m`` with ``m`` in ``[sqrt(1/2), sqrt(2))``, ``f = m - 1``,
+  ``s = f/(2+f)``, ``log1p(f) = f - (f*f/2 - s*(f*f/2 + R(s*s)))`` with the
+  ``atanh`` series for ``R``; denormal inputs are rescaled first.
+* tanh: ``t = -expm1(-2|x|) / (expm1(-2|x|) + 2)``, sign restored by copysign
+  (no cancellation anywhere, saturates to ±1 exactly).
+* sigmoid: ``e = exp(-|x|)``; ``1/(1+e)`` for ``x >= 0``, ``e/(1+e)`` else
+  (no overflow, exact underflow into the denormals).
+* erf: Taylor series ``x*P(x*x)`` for ``|x| < ERF_SPLIT``; above it
+  ``1 - exp(-x*x) * Q(|x|)`` with ``Q = erfc*exp(x*x)`` as a Chebyshev series
+  (Clenshaw); ``x*x`` is split with an FMA so ``exp(-x*x)`` stays accurate.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, localcontext
+from fractions import Fraction
+from math import factorial
+import struct
+from typing import Iterable
+
+__all__ = [
+    "FASTMATH_FUNCTIONS",
+    "ELEMENT_TYPES",
+    "ULP_BOUNDS",
+    "FastMathError",
+    "function_name",
+    "definitions",
+]
+
+FASTMATH_FUNCTIONS: frozenset[str] = frozenset(
+    {"exp", "expm1", "log", "tanh", "erf", "sigmoid"}
+)
+ELEMENT_TYPES: tuple[str, ...] = ("f32", "f64")
+
+# Max error in ULPs (of the correctly rounded result) over the sweep of
+# test/lowering/test_fastmath.py; see docs/FASTMATH.md for the references.
+ULP_BOUNDS: dict[tuple[str, str], float] = {
+    ("exp", "f32"): 1.0,
+    ("exp", "f64"): 1.0,
+    ("expm1", "f32"): 2.0,
+    ("expm1", "f64"): 2.0,
+    ("log", "f32"): 1.0,
+    ("log", "f64"): 1.0,
+    ("tanh", "f32"): 3.0,
+    ("tanh", "f64"): 3.0,
+    ("sigmoid", "f32"): 3.0,
+    ("sigmoid", "f64"): 3.0,
+    ("erf", "f32"): 3.0,
+    ("erf", "f64"): 4.0,
+}
+
+
+class FastMathError(ValueError):
+    """An unknown function or element type was asked of fastmath."""
+
+
+def function_name(fn: str, elem: str) -> str:
+    """Symbol of the fast-math definition of ``fn`` on ``elem``, e.g. ``__fb_exp_f32``."""
+    _check(fn, elem)
+    return f"__fb_{fn}_{elem}"
+
+
+def definitions(needed: Iterable[tuple[str, str]]) -> str:
+    """MLIR text of the ``func.func private`` definitions for each (fn, elem).
+
+    Duplicates are emitted once, in a stable (sorted) order, so the text is a
+    deterministic function of the set asked for (it feeds the object cache key).
+    """
+    wanted = sorted(set(needed))
+    for fn, elem in wanted:
+        _check(fn, elem)
+    return "".join(_define(fn, elem) for fn, elem in wanted)
+
+
+def _check(fn: str, elem: str) -> None:
+    if fn not in FASTMATH_FUNCTIONS:
+        raise FastMathError(
+            f"fastmath: no approximation for {fn!r}; "
+            f"available: {', '.join(sorted(FASTMATH_FUNCTIONS))}"
+        )
+    if elem not in ELEMENT_TYPES:
+        raise FastMathError(
+            f"fastmath: {fn!r} has no definition for element type {elem!r}; "
+            f"use one of {', '.join(ELEMENT_TYPES)} (cast integers first)"
+        )
+
+
+# --------------------------------------------------------------------------
+# Float formats and exact constants.
+
+
+class _Format:
+    """Bit layout of one IEEE binary format."""
+
+    def __init__(self, elem: str) -> None:
+        self.elem = elem
+        self.int_t = "i32" if elem == "f32" else "i64"
+        self.mant = 23 if elem == "f32" else 52
+        self.bias = 127 if elem == "f32" else 1023
+        self.bits = 32 if elem == "f32" else 64
+
+    def round(self, value: Fraction | float) -> float:
+        """Round an exact value to this format (nearest even)."""
+        v = float(value)  # exact rational -> f64, correctly rounded
+        if self.elem == "f32":
+            if isinstance(value, Fraction):
+                v = _fraction_to_f32(value)
+            else:
+                v = struct.unpack("<f", struct.pack("<f", v))[0]
+        return v
+
+    def hex(self, value: float) -> str:
+        """MLIR hexadecimal literal holding exactly ``value`` in this format."""
+        if self.elem == "f32":
+            return "0x%08X" % struct.unpack("<I", struct.pack("<f", value))[0]
+        return "0x%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
+
+
+def _fraction_to_f32(q: Fraction) -> float:
+    """Correctly rounded f32 of an exact rational (avoids f64 double rounding)."""
+    if q == 0:
+        return 0.0
+    d = float(q)
+    f = struct.unpack("<f", struct.pack("<f", d))[0]
+    # Nudge to the nearest f32 neighbour if double rounding went wrong.
+    best = f
+    for cand in (_f32_next(f, -1), _f32_next(f, 1)):
+        if abs(Fraction(cand) - q) < abs(Fraction(best) - q):
+            best = cand
+    return best
+
+
+def _f32_next(f: float, direction: int) -> float:
+    (u,) = struct.unpack("<i", struct.pack("<f", f))
+    step = direction if f >= 0 else -direction
+    return struct.unpack("<f", struct.pack("<i", u + step))[0]
+
+
+def _ln2() -> Fraction:
+    with localcontext() as ctx:
+        ctx.prec = 60
+        return Fraction(Decimal(2).ln())
+
+
+_LN2 = _ln2()
+_TWO_OVER_SQRT_PI = Fraction("1.12837916709551257389615890312154517168810125865799771368817")
+
+
+def _split_ln2(fmt: _Format, zero_bits: int) -> tuple[float, float]:
+    """ln2 = hi + lo, hi with ``zero_bits`` trailing zero bits so n*hi is exact."""
+    keep = fmt.mant + 1 - zero_bits
+    scale = 2 ** (keep - 1)  # ln2 in [0.5, 1): keep bits below 2**-1
+    hi = Fraction(int(_LN2 * scale * 2), scale * 2)
+    lo = fmt.round(_LN2 - hi)
+    return float(hi), lo
+
+
+# --------------------------------------------------------------------------
+# SSA text emission.
+
+
+class _Body:
+    """Accumulates the SSA lines of one scalar function body."""
+
+    def __init__(self, fmt: _Format) -> None:
+        self.fmt = fmt
+        self.lines: list[str] = []
+        self._n = 0
+        self._consts: dict[tuple[str, str], str] = {}
+
+    def _new(self, text: str) -> str:
+        name = f"%v{self._n}"
+        self._n += 1
+        self.lines.append(f"    {name} = {text}")
+        return name
+
+    # constants
+    def f(self, value: float) -> str:
+        lit = self.fmt.hex(value)
+        key = (lit, self.fmt.elem)
+        if key not in self._consts:
+            self._consts[key] = self._new(f"arith.constant {lit} : {self.fmt.elem}")
+        return self._consts[key]
+
+    def i(self, value: int) -> str:
+        key = (str(value), self.fmt.int_t)
+        if key not in self._consts:
+            self._consts[key] = self._new(f"arith.constant {value} : {self.fmt.int_t}")
+        return self._consts[key]
+
+    # float ops
+    def _bin(self, op: str, a: str, b: str) -> str:
+        return self._new(f"arith.{op} {a}, {b} : {self.fmt.elem}")
+
+    def add(self, a: str, b: str) -> str:
+        return self._bin("addf", a, b)
+
+    def sub(self, a: str, b: str) -> str:
+        return self._bin("subf", a, b)
+
+    def mul(self, a: str, b: str) -> str:
+        return self._bin("mulf", a, b)
+
+    def div(self, a: str, b: str) -> str:
+        return self._bin("divf", a, b)
+
+    def maxnum(self, a: str, b: str) -> str:
+        return self._bin("maxnumf", a, b)
+
+    def minnum(self, a: str, b: str) -> str:
+        return self._bin("minnumf", a, b)
+
+    def neg(self, a: str) -> str:
+        return self._new(f"arith.negf {a} : {self.fmt.elem}")
+
+    def fma(self, a: str, b: str, c: str) -> str:
+        """a*b + c with one rounding."""
+        return self._new(f"math.fma {a}, {b}, {c} : {self.fmt.elem}")
+
+    def abs(self, a: str) -> str:
+        return self._new(f"math.absf {a} : {self.fmt.elem}")
+
+    def copysign(self, a: str, b: str) -> str:
+        return self._new(f"math.copysign {a}, {b} : {self.fmt.elem}")
+
+    def roundeven(self, a: str) -> str:
+        return self._new(f"math.roundeven {a} : {self.fmt.elem}")
+
+    def cmp(self, pred: str, a: str, b: str) -> str:
+        return self._new(f"arith.cmpf {pred}, {a}, {b} : {self.fmt.elem}")
+
+    def select(self, c: str, a: str, b: str) -> str:
+        return self._new(f"arith.select {c}, {a}, {b} : {self.fmt.elem}")
+
+    def horner(self, x: str, coeffs: list[float]) -> str:
+        """c0 + x*(c1 + x*(c2 + ...)) with FMAs."""
+        acc = self.f(coeffs[-1])
+        for c in reversed(coeffs[:-1]):
+            acc = self.fma(acc, x, self.f(c))
+        return acc
+
+    # integer ops
+    def to_int(self, a: str) -> str:
+        return self._new(f"arith.fptosi {a} : {self.fmt.elem} to {self.fmt.int_t}")
+
+    def to_float(self, a: str) -> str:
+        return self._new(f"arith.sitofp {a} : {self.fmt.int_t} to {self.fmt.elem}")
+
+    def bits(self, a: str) -> str:
+        return self._new(f"arith.bitcast {a} : {self.fmt.elem} to {self.fmt.int_t}")
+
+    def from_bits(self, a: str) -> str:
+        return self._new(f"arith.bitcast {a} : {self.fmt.int_t} to {self.fmt.elem}")
+
+    def iop(self, op: str, a: str, b: str) -> str:
+        return self._new(f"arith.{op} {a}, {b} : {self.fmt.int_t}")
+
+    def iselect(self, c: str, a: str, b: str) -> str:
+        return self._new(f"arith.select {c}, {a}, {b} : {self.fmt.int_t}")
+
+    def pow2(self, n: str) -> str:
+        """2**n for an integer n in the normal exponent range."""
+        biased = self.iop("addi", n, self.i(self.fmt.bias))
+        return self.from_bits(self.iop("shli", biased, self.i(self.fmt.mant)))
+
+    def nan_passthrough(self, x: str, result: str) -> str:
+        """NaN inputs come back unchanged (payload and all)."""
+        return self.select(self.cmp("uno", x, x), x, result)
+
+
+# --------------------------------------------------------------------------
+# The approximations.
+
+
+def _taylor_expm1_tail(fmt: _Format) -> list[float]:
+    """Coefficients of P in expm1(r) = r + r*r*P(r), Taylor, |r| <= ln2/2."""
+    degree = 8 if fmt.elem == "f32" else 13  # truncation < 0.15 ULP
+    return [fmt.round(Fraction(1, factorial(k))) for k in range(2, degree + 1)]
+
+
+def _exp_reduce(b: _Body, x: str) -> tuple[str, str]:
+    """x (finite, clamped) -> (n as int, expm1(r)) with x = n*ln2 + r."""
+    fmt = b.fmt
+    hi, lo = _split_ln2(fmt, 12)
+    n_f = b.roundeven(b.mul(x, b.f(fmt.round(1 / _LN2))))
+    neg_n = b.neg(n_f)
+    r = b.fma(neg_n, b.f(hi), x)
+    r = b.fma(neg_n, b.f(lo), r)
+    rr = b.mul(r, r)
+    u = b.fma(rr, b.horner(r, _taylor_expm1_tail(fmt)), r)
+    return b.to_int(n_f), u
+
+
+def _scale(b: _Body, y: str, n: str) -> str:
+    """y * 2**n in two exact-or-once-rounded steps (n may exceed the normal range)."""
+    n1 = b.iop("shrsi", n, b.i(1))
+    n2 = b.iop("subi", n, n1)
+    return b.mul(b.mul(y, b.pow2(n1)), b.pow2(n2))
+
+
+# Clamp limits: beyond them the result is inf / 0 / -1 after rounding anyway.
+_EXP_LIMITS = {"f32": (-105.0, 89.0), "f64": (-746.0, 710.0)}
+_EXPM1_LOW = {"f32": -18.0, "f64": -38.0}
+
+
+def _exp_value(b: _Body, x: str) -> str:
+    """exp(x) for any non-NaN x (NaN gives garbage; callers select it away)."""
+    lo, hi = _EXP_LIMITS[b.fmt.elem]
+    xc = b.minnum(b.maxnum(x, b.f(lo)), b.f(hi))
+    n, u = _exp_reduce(b, xc)
+    return _scale(b, b.add(u, b.f(1.0)), n)
+
+
+def _expm1_value(b: _Body, x: str) -> str:
+    """expm1(x) for any non-NaN x, except that x == -0.0 may give +0.0."""
+    fmt = b.fmt
+    _, hi = _EXP_LIMITS[fmt.elem]
+    xc = b.minnum(b.maxnum(x, b.f(_EXPM1_LOW[fmt.elem])), b.f(hi))
+    n, u = _exp_reduce(b, xc)
+    # Large n: expm1 = exp - 1, the -1 is below or at one rounding of exp.
+    big = _scale(b, b.add(u, b.f(1.0)), n)
+    big = b.sub(big, b.f(1.0))
+    # Moderate n: 2**n * (u + (1 - 2**-n)); 1 - 2**-n is exact for |n| <= mant+1.
+    limit = fmt.mant + 1
+    nc = b._new(f"arith.minsi {n}, {b.i(limit)} : {fmt.int_t}")
+    neg_nc = b.iop("subi", b.i(0), nc)
+    mid = b.add(u, b.sub(b.f(1.0), b.pow2(neg_nc)))
+    mid = b.mul(mid, b.pow2(nc))
+    is_big = b._new(f"arith.cmpi sgt, {n}, {b.i(limit)} : {fmt.int_t}")
+    return b.select(is_big, big, mid)
+
+
+def _body_exp(b: _Body, x: str) -> str:
+    return b.nan_passthrough(x, _exp_value(b, x))
+
+
+def _body_expm1(b: _Body, x: str) -> str:
+    res = _expm1_value(b, x)
+    res = b.select(b.cmp("oeq", x, b.f(0.0)), x, res)  # keeps -0.0
+    return b.nan_passthrough(x, res)
+
+
+def _log_series(fmt: _Format) -> list[float]:
+    """R(z)/z where R(z) = sum_k 2 z**k / (2k+1): log1p(f) = 2s + s*R(s*s)."""
+    terms = 4 if fmt.elem == "f32" else 10  # truncation < 0.01 ULP
+    return [fmt.round(Fraction(2, 2 * k + 1)) for k in range(1, terms + 1)]
+
+
+def _body_log(b: _Body, x: str) -> str:
+    fmt = b.fmt
+    elem = fmt.elem
+    tiny = 2.0 ** (1 - fmt.bias)
+    up = fmt.mant + 2
+    is_sub = b.cmp("olt", x, b.f(tiny))
+    xs = b.select(is_sub, b.mul(x, b.f(2.0**up)), x)
+    e_adj = b.iselect(is_sub, b.i(-up), b.i(0))
+    sqrt_half_bits = (
+        0x3F3504F3 if elem == "f32" else 0x3FE6A09E667F3BCD
+    )  # bits of a value just below sqrt(1/2)
+    ix = b.iop("subi", b.bits(xs), b.i(sqrt_half_bits))
+    e = b.iop("addi", b.iop("shrsi", ix, b.i(fmt.mant)), e_adj)
+    mbits = b.iop("addi", b.iop("andi", ix, b.i((1 << fmt.mant) - 1)), b.i(sqrt_half_bits))
+    m = b.from_bits(mbits)
+    f = b.sub(m, b.f(1.0))
+    s = b.div(f, b.add(f, b.f(2.0)))
+    z = b.mul(s, s)
+    r = b.mul(z, b.horner(z, _log_series(fmt)))
+    hfsq = b.mul(b.mul(f, f), b.f(0.5))
+    ef = b.to_float(e)
+    hi, lo = _split_ln2(fmt, 12)
+    tail = b.fma(s, b.add(hfsq, r), b.mul(ef, b.f(lo)))
+    res = b.fma(ef, b.f(hi), b.sub(f, b.sub(hfsq, tail)))
+    inf = float("inf")
+    res = b.select(b.cmp("oeq", x, b.f(inf)), x, res)
+    res = b.select(b.cmp("oeq", x, b.f(0.0)), b.f(-inf), res)
+    res = b.select(b.cmp("olt", x, b.f(0.0)), b.f(float("nan")), res)
+    return b.nan_passthrough(x, res)
+
+
+def _body_tanh(b: _Body, x: str) -> str:
+    a = b.abs(x)
+    em = _expm1_value(b, b.mul(a, b.f(-2.0)))
+    t = b.div(b.neg(em), b.add(em, b.f(2.0)))
+    return b.nan_passthrough(x, b.copysign(t, x))
+
+
+def _body_sigmoid(b: _Body, x: str) -> str:
+    e = _exp_value(b, b.neg(b.abs(x)))
+    d = b.add(e, b.f(1.0))
+    num = b.select(b.cmp("olt", x, b.f(0.0)), e, b.f(1.0))
+    return b.nan_passthrough(x, b.div(num, d))
+
+
+# erfc(a) * exp(a*a) as a Chebyshev series in t = (a - mid) / half on
+# [ERF_SPLIT, top]: interpolation at 15/35 Chebyshev nodes of values computed
+# with 110-digit decimals (Taylor series of erf), truncated where the terms
+# fall below 1e-9 (f32) / 2e-18 (f64). docs/FASTMATH.md shows the script.
+ERF_SPLIT = 0.75
+_ERF_TOP = {"f32": 4.0, "f64": 6.0}  # erf rounds to 1 above these
+_ERFC_SCALED_CHEB_F32: tuple[float, ...] = (
+    0.26740844800075747, -0.16971071336447066, 0.050487960316475886,
+    -0.014216046008287722, 0.0038152183981291737, -0.0009811501997028411,
+    0.00024281032071808202, -5.8024007986548196e-05, 1.3427480854971084e-05,
+    -3.016270422651363e-06, 6.590618291740974e-07, -1.4032439688268222e-07,
+    2.915846412950569e-08, -5.92102715505832e-09,
+)
+_ERFC_SCALED_CHEB_F64: tuple[float, ...] = (
+    0.22114369487885507, -0.17832043500011177, 0.06857176475181533,
+    -0.025297454744767484, 0.008993894551303934, -0.0030924816455298386,
+    0.0010313713168876555, -0.0003344397765879925, 0.0001056572480164663,
+    -3.2577350920383054e-05, 9.818000162189365e-06, -2.895977660483624e-06,
+    8.370269635675742e-07, -2.373052215209941e-07, 6.605467052636325e-08,
+    -1.8067300121238915e-08, 4.8596790992616e-09, -1.286317867546038e-09,
+    3.3526764490714285e-10, -8.609769748857844e-11, 2.1796273137625508e-11,
+    -5.442276522648043e-12, 1.3408741686091989e-12, -3.2613094173341645e-13,
+    7.833728857308456e-14, -1.8590044138437552e-14, 4.360311181138384e-15,
+    -1.0113894099376362e-15, 2.3253957356208594e-16, -5.317874484546679e-17,
+    1.2544862000157293e-17, -3.2623734931853603e-18,
+)
+
+
+def _erf_big_chebyshev(elem: str) -> tuple[float, float, tuple[float, ...]]:
+    """(split, top, Chebyshev coefficients) of erfc(a)*exp(a*a) for ``elem``."""
+    coeffs = _ERFC_SCALED_CHEB_F32 if elem == "f32" else _ERFC_SCALED_CHEB_F64
+    return ERF_SPLIT, _ERF_TOP[elem], coeffs
+
+
+def _erf_small(fmt: _Format) -> list[float]:
+    """erf(x) = x * P(x*x), Taylor, for |x| < ERF_SPLIT."""
+    terms = 10 if fmt.elem == "f32" else 17
+    return [
+        fmt.round(_TWO_OVER_SQRT_PI * Fraction((-1) ** k, factorial(k) * (2 * k + 1)))
+        for k in range(terms)
+    ]
+
+
+def _body_erf(b: _Body, x: str) -> str:
+    fmt = b.fmt
+    a = b.abs(x)
+    split, top, coeffs = _erf_big_chebyshev(fmt.elem)
+    # small |x|: odd Taylor polynomial
+    small = b.mul(x, b.horner(b.mul(x, x), _erf_small(fmt)))
+    # large |x|: 1 - exp(-a*a) * Q(a), Q by Clenshaw on t in [-1, 1]
+    ac = b.minnum(b.maxnum(a, b.f(split)), b.f(top))
+    mid, half = (split + top) / 2, (top - split) / 2
+    t = b.mul(b.sub(ac, b.f(mid)), b.f(fmt.round(1 / half)))
+    t2 = b.add(t, t)
+    bk1, bk2 = b.f(0.0), b.f(0.0)
+    for c in reversed(coeffs[1:]):
+        bk1, bk2 = b.add(b.fma(t2, bk1, b.f(fmt.round(c))), b.neg(bk2)), bk1
+    q = b.add(b.fma(t, bk1, b.f(fmt.round(coeffs[0]))), b.neg(bk2))
+    sq = b.mul(ac, ac)
+    sq_lo = b.fma(ac, ac, b.neg(sq))  # ac*ac = sq + sq_lo exactly
+    g = _exp_value(b, b.neg(sq))
+    g = b.fma(g, b.neg(sq_lo), g)  # exp(-sq - sq_lo) ~ exp(-sq) * (1 - sq_lo)
+    big = b.sub(b.f(1.0), b.mul(g, q))
+    big = b.copysign(big, x)
+    res = b.select(b.cmp("olt", a, b.f(split)), small, big)
+    return b.nan_passthrough(x, res)
+
+
+_BODIES = {
+    "exp": _body_exp,
+    "expm1": _body_expm1,
+    "log": _body_log,
+    "tanh": _body_tanh,
+    "sigmoid": _body_sigmoid,
+    "erf": _body_erf,
+}
+
+
+def _define(fn: str, elem: str) -> str:
+    b = _Body(_Format(elem))
+    result = _BODIES[fn](b, "%x")
+    body = "\n".join(b.lines)
+    return (
+        f"func.func private @{function_name(fn, elem)}(%x: {elem}) -> {elem} "
+        f'attributes {{llvm.linkage = #llvm.linkage<internal>, passthrough = ["alwaysinline"]}} {{\n'
+        f"{body}\n    func.return {result} : {elem}\n}}\n"
+    )
