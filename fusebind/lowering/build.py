@@ -1,0 +1,94 @@
+"""Emitted MLIR text -> object code, through the cache, with stage timings.
+
+Owns: `build_object` (cache lookup, then pipeline -> translate -> llvmlite),
+`default_fastmath` (which math functions call `fastmath.py` definitions), and
+`target_key_parts` (what about the host goes into a cache key).
+Must not: import `mlir` before a cache miss.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from fusebind import __version__
+from fusebind.lowering.cache import CachedObject, ObjectCache, cache_key
+from fusebind.lowering.emit import EmittedKernel
+
+BACKEND = "cpu"
+
+
+@dataclass
+class BuiltObject:
+    """Object code for one kernel, where it came from, and what each stage cost (seconds)."""
+
+    object_code: bytes
+    symbol: str
+    from_cache: bool
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def default_fastmath() -> tuple[Callable[[str, str], str | None], Callable[[Iterable[tuple[str, str]]], str]] | None:
+    """(name-of, definitions) from `fastmath.py`, or None if it is not importable."""
+    try:
+        from fusebind.lowering import fastmath
+    except ImportError:
+        return None
+
+    def name_of(fn: str, elem: str) -> str | None:
+        if fn in fastmath.FASTMATH_FUNCTIONS and elem in fastmath.ELEMENT_TYPES:
+            return fastmath.function_name(fn, elem)
+        return None
+
+    return name_of, fastmath.definitions
+
+
+def target_key_parts() -> dict[str, Any]:
+    """The host facts every cache key includes (llvmlite is imported; mlir is not)."""
+    from fusebind.lowering.codegen import host_target
+    from fusebind.lowering.pipeline import pipeline_text
+
+    host = host_target()
+    return {"backend": BACKEND, "llvm": host.llvm_version, "triple": host.triple, "cpu": host.cpu,
+            "features": host.features, "fusebind": __version__, "pipeline": pipeline_text()}
+
+
+def build_object(emitted: EmittedKernel, *, cache: ObjectCache | None = None,
+                 key_parts: dict[str, Any] | None = None) -> BuiltObject:
+    """Compile `emitted` (or fetch it from `cache`). Raises `LoweringError` on any failure.
+
+    The key is `key_parts` (the caller's: canonical recipe, dtypes, shapes …) plus
+    the host facts and a hash of the emitted text itself.
+    """
+    cache = cache if cache is not None else ObjectCache.from_env()
+    timings: dict[str, float] = {}
+    key = None
+    if cache.enabled:
+        t = time.perf_counter()
+        key = cache_key(**(key_parts or {}), **target_key_parts(), text=emitted.text, entry=emitted.entry)
+        hit = cache.get(key)
+        timings["cache-lookup"] = time.perf_counter() - t
+        if hit is not None and hit.symbol == emitted.entry:
+            return BuiltObject(hit.object_code, hit.symbol, True, timings)
+    code = compile_text(emitted.text, emitted.entry, timings)
+    if key is not None:
+        cache.put(key, CachedObject(emitted.entry, code))
+    return BuiltObject(code, emitted.entry, False, timings)
+
+
+def compile_text(text: str, entry: str, timings: dict[str, float] | None = None) -> bytes:
+    """Upstream MLIR text -> object code exporting only `entry` (no cache)."""
+    from fusebind.lowering.codegen import compile_llvm_ir
+    from fusebind.lowering.pipeline import run_upstream_pipeline, translate_to_llvm_ir
+
+    timings = timings if timings is not None else {}
+    t0 = time.perf_counter()
+    module = run_upstream_pipeline(text)
+    t1 = time.perf_counter()
+    llvm_ir = translate_to_llvm_ir(module)
+    t2 = time.perf_counter()
+    code = compile_llvm_ir(llvm_ir, entry)
+    t3 = time.perf_counter()
+    timings.update({"mlir-passes": t1 - t0, "translate": t2 - t1, "llvm-o3-codegen": t3 - t2})
+    return code

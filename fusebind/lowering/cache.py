@@ -1,0 +1,139 @@
+"""The on-disk object cache.
+
+Owns: `ObjectCache` (one directory of object files), `cache_key` and
+`ObjectCache.from_env()` (where the cache lives: `$FUSEBIND_CACHE_DIR`, else
+`$XDG_CACHE_HOME/fusebind`, else `~/.cache/fusebind`; `FUSEBIND_CACHE=0`
+turns it off).
+
+An entry is `MAGIC`, the sha256 of the payload, the symbol, then the object
+bytes. It is written to a temp file in the same directory and renamed into
+place (atomic on POSIX), so several processes can share one cache; readers
+verify the hash and treat a corrupt or truncated entry as a miss (it is then
+rebuilt and overwritten). Files are created 0o600 in a 0o700 directory. A
+read-only or full directory only costs the cache: the first failed write
+warns, later ones are silent, compilation goes on.
+
+Must not: import `mlir` or `llvmlite` (a hit has to be cheap).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MAGIC = b"FBOBJ1\n"
+# Bump when emit.py / pipeline.py change what a given key compiles to.
+FORMAT_VERSION = "1"
+
+
+class CacheWarning(UserWarning):
+    """The object cache could not be written; compilation continues without it."""
+
+
+def cache_key(**parts: Any) -> str:
+    """A stable hex key over JSON-serialisable parts (recipe, dtypes, shapes, target …)."""
+    text = json.dumps({"format": FORMAT_VERSION, **parts}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass
+class CachedObject:
+    symbol: str
+    object_code: bytes
+
+
+@dataclass
+class ObjectCache:
+    """A directory of cached object files (or, with `directory=None`, no cache)."""
+
+    directory: Path | None
+    _warned: bool = field(default=False, repr=False)
+    hits: int = 0
+    misses: int = 0
+
+    @staticmethod
+    def from_env(env: dict[str, str] | None = None) -> "ObjectCache":
+        env = dict(os.environ) if env is None else env
+        if env.get("FUSEBIND_CACHE", "1").strip().lower() in ("0", "false", "off", "no"):
+            return ObjectCache(None)
+        if env.get("FUSEBIND_CACHE_DIR"):
+            return ObjectCache(Path(env["FUSEBIND_CACHE_DIR"]))
+        base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return ObjectCache(Path(base) / "fusebind")
+
+    @property
+    def enabled(self) -> bool:
+        return self.directory is not None
+
+    def path_of(self, key: str) -> Path:
+        if self.directory is None:
+            raise ValueError("ObjectCache: the cache is disabled (FUSEBIND_CACHE=0); there is no path")
+        return self.directory / f"{key}.o"
+
+    def get(self, key: str) -> CachedObject | None:
+        """The entry for `key`, or None if absent, unreadable or corrupt."""
+        if self.directory is None:
+            return None
+        try:
+            data = self.path_of(key).read_bytes()
+        except OSError:
+            self.misses += 1
+            return None
+        entry = _decode(data)
+        if entry is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return entry
+
+    def put(self, key: str, entry: CachedObject) -> bool:
+        """Store atomically. Returns False (and warns once) if the directory cannot take it."""
+        if self.directory is None:
+            return False
+        tmp: str | None = None
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".o", dir=self.directory)  # created 0o600
+            with os.fdopen(fd, "wb") as f:
+                f.write(_encode(entry))
+            os.replace(tmp, self.path_of(key))
+            return True
+        except OSError as exc:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+            if not self._warned:
+                self._warned = True
+                warnings.warn(f"fusebind: cannot write the object cache in {self.directory} ({exc}); "
+                              "compiling without caching. Set FUSEBIND_CACHE_DIR to a writable directory "
+                              "or FUSEBIND_CACHE=0 to silence this.", CacheWarning, stacklevel=3)
+            return False
+
+
+def _encode(entry: CachedObject) -> bytes:
+    digest = hashlib.sha256(entry.object_code).hexdigest().encode()
+    return MAGIC + digest + b"\n" + entry.symbol.encode() + b"\n" + entry.object_code
+
+
+def _decode(data: bytes) -> CachedObject | None:
+    if not data.startswith(MAGIC):
+        return None
+    rest = data[len(MAGIC):]
+    digest, sep, rest = rest.partition(b"\n")
+    symbol, sep2, code = rest.partition(b"\n")
+    if not sep or not sep2 or not code:
+        return None
+    if hashlib.sha256(code).hexdigest().encode() != digest:
+        return None
+    try:
+        return CachedObject(symbol.decode(), code)
+    except UnicodeDecodeError:
+        return None

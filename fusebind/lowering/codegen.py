@@ -1,0 +1,120 @@
+"""LLVM IR text -> native object code for the host CPU, through llvmlite.
+
+Owns: `HostTarget` (CPU name, features, LLVM version: also part of the cache
+key), `compile_llvm_ir` (one external entry, prefer-vector-width=512 on
+AVX-512 hosts, O3, emit object). Imports llvmlite lazily.
+Must not: import `mlir`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from fusebind.lowering.errors import LoweringError
+
+_DEFINE = re.compile(r"^(define [^\n]*?@(?P<name>[\w.$\"]+)\((?:[^\n]*)\))(?P<attrs>[^\n{]*)\{", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class HostTarget:
+    """What object code is specialised for; every field goes into the cache key."""
+
+    triple: str
+    cpu: str
+    features: str
+    llvm_version: str
+
+    @property
+    def has_avx512(self) -> bool:
+        return "+avx512f" in self.features.split(",")
+
+
+def _llvm() -> Any:
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    return llvm
+
+
+@lru_cache(maxsize=1)
+def host_target() -> HostTarget:
+    """The host CPU as llvmlite sees it (cached: the CPU does not change under a process)."""
+    llvm = _llvm()
+    version = ".".join(str(v) for v in llvm.llvm_version_info)
+    return HostTarget(llvm.get_process_triple(), llvm.get_host_cpu_name(),
+                      llvm.get_host_cpu_features().flatten(), version)
+
+
+@lru_cache(maxsize=1)
+def _target_machine() -> Any:
+    llvm = _llvm()
+    host = host_target()
+    return llvm.Target.from_triple(host.triple).create_target_machine(
+        cpu=host.cpu, features=host.features, opt=3, codemodel="jitdefault")
+
+
+def add_function_attributes(ir: str, attrs: str) -> str:
+    """Append string function attributes (e.g. '"prefer-vector-width"="512"') to every definition."""
+    return _DEFINE.sub(lambda m: f"{m.group(1)}{m.group('attrs').rstrip()} {attrs} {{", ir)
+
+
+def compile_llvm_ir(ir: str, entry: str, *, opt_level: int = 3) -> bytes:
+    """Optimise `ir` for the host and return an object file whose only external symbol is `entry`.
+
+    Every other defined function becomes internal before optimisation, so O3 can
+    inline it into the entry and drop it (one exported copy: PERFORMANCE.md).
+    Raises `LoweringError` (llvm-parse, llvm-opt or codegen).
+    """
+    llvm = _llvm()
+    tm = _target_machine()
+    if host_target().has_avx512:
+        ir = add_function_attributes(ir, '"prefer-vector-width"="512"')
+    try:
+        mod = llvm.parse_assembly(ir)
+        mod.verify()
+    except RuntimeError as exc:
+        raise LoweringError.at("llvm-parse", str(exc), ir) from None
+    found = False
+    for fn in mod.functions:
+        if fn.is_declaration:
+            continue
+        if fn.name == entry:
+            found = True
+        else:
+            fn.linkage = llvm.Linkage.internal
+    if not found:
+        defined = sorted(f.name for f in mod.functions if not f.is_declaration)
+        raise LoweringError.at("llvm-opt", f"entry '{entry}' is not defined in the module; defined: {defined}", ir)
+    try:
+        mod.triple = tm.triple
+        mod.data_layout = str(tm.target_data)
+        pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+    except RuntimeError as exc:
+        raise LoweringError.at("llvm-opt", str(exc), ir) from None
+    try:
+        return bytes(tm.emit_object(mod))
+    except RuntimeError as exc:
+        raise LoweringError.at("codegen", str(exc), str(mod)) from None
+
+
+def optimized_ir(ir: str, entry: str) -> str:
+    """The O3 LLVM IR that `compile_llvm_ir` would emit code for (for inspection and tests)."""
+    llvm = _llvm()
+    tm = _target_machine()
+    if host_target().has_avx512:
+        ir = add_function_attributes(ir, '"prefer-vector-width"="512"')
+    mod = llvm.parse_assembly(ir)
+    for fn in mod.functions:
+        if not fn.is_declaration and fn.name != entry:
+            fn.linkage = llvm.Linkage.internal
+    mod.triple = tm.triple
+    mod.data_layout = str(tm.target_data)
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+    pb.getModulePassManager().run(mod, pb)
+    return str(mod)

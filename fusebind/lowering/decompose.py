@@ -1,0 +1,156 @@
+"""A `fused.region` -> its Layer-1 cost and native object code (arm 1), and
+the region -> its primitive body (arm 0).
+
+Owns: `Decomposition`, `decompose_region`, `kernel_signature`, `inline_region`
+and `InlineResult`.
+Must not: import `mlir` (a cache hit must not load it) — the pipeline is
+reached through `build.py`, which imports it lazily on a miss.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from fusebind.lowering.build import build_object, default_fastmath
+from fusebind.lowering.cache import ObjectCache
+from fusebind.lowering.emit import EmittedKernel, TensorSpec, emit_linalg, element_name
+from fusebind.lowering.errors import LoweringError
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    """What lowering makes of one region: the composed cost and the kernel's object code.
+
+    `signature` is a `fusebind.runtime.dtypes.KernelSignature`; `load()` JIT-links
+    the code into a `Kernel` (`Kernel.from_object`).
+    """
+
+    cost: Any
+    object_code: bytes
+    symbol: str
+    signature: Any
+    emitted: EmittedKernel = field(repr=False, compare=False)
+    from_cache: bool = False
+    timings: dict[str, float] = field(default_factory=dict, compare=False)
+
+    def load(self) -> Any:
+        from fusebind.runtime.kernel import Kernel
+
+        try:
+            return Kernel.from_object(self.object_code, self.symbol, signature=self.signature)
+        except Exception as exc:  # loader errors become the one pipeline error type
+            raise LoweringError("load", f"{type(exc).__name__}: {exc}") from exc
+
+
+def kernel_signature(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]) -> Any:
+    """The C signature (`KernelSignature`) of a kernel over these arguments."""
+    from fusebind.runtime.dtypes import DType, KernelSignature
+
+    return KernelSignature(tuple((DType(s.elem), s.rank) for s in inputs),
+                           tuple((DType(s.elem), s.rank) for s in outputs))
+
+
+def _dtype_names(dtypes: Sequence[Any]) -> list[str]:
+    return [getattr(d, "value", d) if not isinstance(d, str) else d for d in dtypes]
+
+
+def _symbol_for(region: Any) -> str:
+    name = ""
+    try:
+        name = region.region_name()
+    except Exception:  # an unnamed or foreign region still gets a symbol
+        name = ""
+    safe = "".join(c if c.isalnum() else "_" for c in name) or "region"
+    return f"fb_{safe}"
+
+
+def decompose_region(region: Any, dtypes: Sequence[Any] | None = None, *, machine: Any = None,
+                     cache: ObjectCache | None = None, dynamic: bool = False) -> Decomposition:
+    """Lower a `fused.region` to (Layer-1 cost, object code, symbol, signature).
+
+    dtypes: the binding-row dtype tuple (inputs then outputs, `DType` or names);
+    it must match the region's types. `machine` defaults to
+    `MachineModel.default()`. With `dynamic=True` every dim is dynamic (one
+    kernel per dtypes and ranks). Raises `LoweringError`.
+    """
+    from fusebind.compiler.cost import MachineModel, compose_region_cost
+    from fusebind.compiler.recipes import canonical_recipe
+
+    t0 = time.perf_counter()
+    block = region.regions[0].blocks[0]
+    actual = [element_name(a.type) for a in block.args] + [element_name(v.type) for v in block.last_op.operands]
+    if dtypes is not None and _dtype_names(dtypes) != actual:
+        raise LoweringError("emit", f"{region.name}: dtypes {_dtype_names(dtypes)} do not match the region's "
+                            f"types {actual} (inputs then outputs); pass the region's own dtypes")
+    cost = compose_region_cost(region, machine or MachineModel.default())
+    fm = default_fastmath()
+    emitted = emit_linalg(region, _symbol_for(region), dynamic=dynamic,
+                          fastmath=fm[0] if fm else None, fastmath_defs=fm[1] if fm else None)
+    t1 = time.perf_counter()
+    try:
+        recipe = canonical_recipe(region)
+    except Exception:  # a region the registry cannot canonicalise is still compiled; the text keys it
+        recipe = ""
+    shapes = [list(s.shape) for s in (*emitted.inputs, *emitted.outputs)]
+    built = build_object(emitted, cache=cache, key_parts={"recipe": recipe, "dtypes": actual, "shapes": shapes,
+                                                          "dynamic": dynamic})
+    timings = {"emit": t1 - t0, **built.timings}
+    return Decomposition(cost, built.object_code, built.symbol, kernel_signature(emitted.inputs, emitted.outputs),
+                         emitted, built.from_cache, timings)
+
+
+@dataclass(frozen=True)
+class InlineResult:
+    """Outcome of `inline_region`: whether it inlined, and why not if it did not."""
+
+    inlined: bool
+    diagnostic: str | None = None
+
+
+def inline_region(region: Any) -> InlineResult:
+    """Arm 0: replace `region` (in its parent block) by its primitive body.
+
+    Total: a region it cannot inline (no parent block, wrong arity, a body that
+    is not a single block ending in a yield) is left unchanged and the result
+    carries a diagnostic saying why. Never raises.
+    """
+    try:
+        return _inline(region)
+    except Exception as exc:  # totality: report, leave IR as it was
+        return InlineResult(False, f"inline_region: {type(exc).__name__}: {exc}")
+
+
+def _inline(region: Any) -> InlineResult:
+    name = getattr(region, "name", type(region).__name__)
+    if name != "fused.region":
+        return InlineResult(False, f"inline_region: expected a fused.region op, got {name}")
+    parent = region.parent_block()
+    if parent is None:
+        return InlineResult(False, "inline_region: the region is detached (no parent block); insert it first")
+    if len(region.regions) != 1 or len(region.regions[0].blocks) != 1:
+        return InlineResult(False, "inline_region: fused.region must have exactly one single-block region")
+    block = region.regions[0].blocks[0]
+    term = block.last_op
+    if term is None or term.name != "fused.yield":
+        return InlineResult(False, "inline_region: the body does not end in fused.yield")
+    if len(block.args) != len(region.operands):
+        return InlineResult(False, f"inline_region: {len(region.operands)} operands but "
+                            f"{len(block.args)} block arguments")
+    if len(term.operands) != len(region.results):
+        return InlineResult(False, f"inline_region: yield has {len(term.operands)} values, "
+                            f"the region declares {len(region.results)} results")
+    mapping: dict[Any, Any] = dict(zip(block.args, region.operands))
+    clones = []
+    for op in block.ops:
+        if op is term:
+            break
+        clones.append(op.clone(value_mapper=mapping))
+    # Only mutate once every clone exists: a failure above leaves the IR unchanged.
+    for clone in clones:
+        parent.insert_op_before(clone, region)
+    for result, value in zip(region.results, term.operands):
+        result.replace_all_uses_with(mapping.get(value, value))
+    parent.erase_op(region)
+    return InlineResult(True, None)

@@ -1,0 +1,131 @@
+"""The upstream MLIR stage: parse linalg-on-tensors text, run the pass pipeline
+in process, translate the LLVM dialect to LLVM IR text.
+
+Owns: the pass pipeline as data (`UPSTREAM_PIPELINE`), `run_upstream_pipeline`
+and `translate_to_llvm_ir`. Imports `mlir` lazily, inside the functions, so
+that importing this module is cheap and a cache hit never loads MLIR.
+Must not: know about prim ops (that is `emit.py`) or llvmlite (`codegen.py`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Any
+
+from fusebind.lowering.errors import LoweringError
+
+# The pipeline is data: (pass, why). `pipeline_text()` joins it.
+UPSTREAM_PIPELINE: tuple[tuple[str, str], ...] = (
+    ("linalg-fuse-elementwise-ops", "fuse producer/consumer linalg.generic chains into one loop nest"),
+    ("eliminate-empty-tensors", "let tensor.empty outputs bufferize into the caller's out memref (no heap temporaries)"),
+    ("one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}",
+     "tensors -> memrefs, destination-passing, in place"),
+    ("buffer-deallocation-pipeline", "free anything bufferization still had to allocate"),
+    ("convert-linalg-to-loops", "scalar loops; LLVM's loop vectorizer vectorizes them at O3"),
+    ("convert-scf-to-cf", "structured control flow -> branches"),
+    ("convert-math-to-llvm", "math.* -> LLVM intrinsics / libm calls"),
+    ("expand-strided-metadata", "memref views -> explicit offsets/strides"),
+    ("lower-affine", "affine.apply from expand-strided-metadata -> arith"),
+    ("convert-arith-to-llvm", "arith -> llvm"),
+    ("finalize-memref-to-llvm", "memref descriptors -> llvm structs"),
+    ("convert-func-to-llvm", "func -> llvm.func; emits _mlir_ciface_ wrappers"),
+    ("convert-cf-to-llvm", "branches -> llvm"),
+    ("reconcile-unrealized-casts", "drop the casts left between converted dialects"),
+)
+
+
+def pipeline_text(passes: tuple[tuple[str, str], ...] = UPSTREAM_PIPELINE) -> str:
+    """The textual pass pipeline, as `mlir-opt --pass-pipeline` takes it."""
+    return "builtin.module(" + ",".join(p for p, _ in passes) + ")"
+
+
+class _CapiPtr(ctypes.Structure):
+    _fields_ = [("ptr", ctypes.c_void_p)]
+
+
+class _CapiFunctions:
+    """ctypes view of the two C API entry points the Python bindings do not wrap."""
+
+    def __init__(self) -> None:
+        import mlir._mlir_libs as libs
+
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(libs.__file__), "libMLIRPythonCAPI.so"))
+        self.register = lib.mlirRegisterAllLLVMTranslations
+        self.register.argtypes = [_CapiPtr]
+        self.register.restype = None
+        self.translate = lib.mlirTranslateModuleToLLVMIRToString
+        self.translate.argtypes = [_CapiPtr]
+        self.translate.restype = ctypes.c_void_p
+        self.free = ctypes.CDLL(None).free
+        self.free.argtypes = [ctypes.c_void_p]
+        self.free.restype = None
+        self.get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+        self.get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+        self.get_pointer.restype = ctypes.c_void_p
+        self.get_name = ctypes.pythonapi.PyCapsule_GetName
+        self.get_name.argtypes = [ctypes.py_object]
+        self.get_name.restype = ctypes.c_char_p
+
+    def pointer(self, obj: Any) -> _CapiPtr:
+        capsule = obj._CAPIPtr
+        return _CapiPtr(self.get_pointer(capsule, self.get_name(capsule)))
+
+
+_capi: _CapiFunctions | None = None
+
+
+def _c_api() -> _CapiFunctions:
+    global _capi  # a lazily built, immutable view of a shared library; not process state
+    if _capi is None:
+        _capi = _CapiFunctions()
+    return _capi
+
+
+def new_context() -> Any:
+    """A fresh MLIR context whose errors carry their diagnostics."""
+    from mlir import ir
+
+    ctx = ir.Context()
+    ctx.emit_error_diagnostics = True
+    return ctx
+
+
+def run_upstream_pipeline(text: str, ctx: Any | None = None, pipeline: str | None = None) -> Any:
+    """Parse upstream MLIR `text` and lower it to the LLVM dialect. Returns the `ir.Module`.
+
+    Raises `LoweringError` (stage mlir-parse or mlir-passes) with MLIR's diagnostics.
+    """
+    from mlir import ir, passmanager
+
+    ctx = ctx or new_context()
+    pipeline = pipeline or pipeline_text()
+    try:
+        module = ir.Module.parse(text, ctx)
+    except Exception as exc:  # MLIRError and friends: report, never crash
+        raise LoweringError.at("mlir-parse", str(exc), text) from None
+    try:
+        passmanager.PassManager.parse(pipeline, ctx).run(module.operation)
+    except Exception as exc:
+        raise LoweringError.at("mlir-passes", str(exc), text, pipeline) from None
+    return module
+
+
+def translate_to_llvm_ir(module: Any) -> str:
+    """LLVM IR text of an `ir.Module` already in the LLVM dialect (stage translate)."""
+    capi = _c_api()
+    ctx = module.context
+    capi.register(capi.pointer(ctx))
+    raw = capi.translate(capi.pointer(module.operation))
+    if not raw:
+        raise LoweringError.at("translate", "mlirTranslateModuleToLLVMIR returned nothing "
+                               "(the module is not fully in the LLVM dialect)", str(module))
+    try:
+        return ctypes.string_at(raw).decode()
+    finally:
+        capi.free(raw)
+
+
+def lower_to_llvm_ir(text: str) -> str:
+    """Upstream MLIR text (linalg on tensors) -> LLVM IR text."""
+    return translate_to_llvm_ir(run_upstream_pipeline(text))
