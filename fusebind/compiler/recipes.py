@@ -1,0 +1,284 @@
+"""The recipe registry: runtime FusedOpIds and their recipes (the "sidecar").
+
+This module owns `RUNTIME_FUSED_BASE`, `canonical_recipe(region)` (the
+value-name independent text that structural dedup and the object cache key
+on), `as_region(region_or_text)`, and `RecipeRegistry`: it validates a
+`fused.region`, allocates a runtime id from `RUNTIME_FUSED_BASE` upward,
+dedups structurally (equal regions share an id; the first name wins) and
+gives the recipe back by id.
+
+It never touches the binding table. Lock order: the registry's own lock is
+always the innermost one (the runtime facade takes the table writer lock
+first, then calls `register`); the registry never calls out while holding it.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from xdsl.ir import Block, Operation, SSAValue
+
+from fusebind.compiler.catalog import RUNTIME_FUSED_BASE
+
+#: Properties that label a region but are not part of its math.
+_LABEL_PROPERTIES = ("fused_id", "name", "cost")
+
+_REGION_OP = "fused.region"
+_YIELD_OP = "fused.yield"
+
+
+class RecipeError(ValueError):
+    """A region cannot become a recipe."""
+
+
+class RecipeParseError(RecipeError):
+    """Recipe text does not parse or does not hold exactly one fused.region."""
+
+
+class NotPrimitiveOnlyError(RecipeError):
+    """A recipe body holds an op that is not a `prim.*` op."""
+
+
+class MalformedRecipeError(RecipeError):
+    """A recipe does not verify."""
+
+
+class RecipeIdSpaceExhausted(RecipeError):
+    """Every runtime FusedOpId of the registry is taken."""
+
+
+class UnknownRecipeError(KeyError):
+    """No recipe is registered under this id."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A registered recipe: its id, first name, canonical text and region."""
+
+    fused_id: int
+    name: str
+    canonical: str
+    region: Operation
+
+
+# --------------------------------------------------------------------------- coercion
+
+
+def _parse_region_text(text: str) -> Operation:
+    from xdsl.parser import Parser
+    from xdsl.utils.exceptions import ParseError
+    from xdsl.utils.mlir_lexer import MLIRTokenKind
+
+    from fusebind.dialect import make_context
+
+    parser = Parser(make_context(), text, "<recipe>")
+    try:
+        ops: list[Operation] = []
+        while (op := parser.parse_optional_operation()) is not None:
+            ops.append(op)
+        if parser._current_token.kind != MLIRTokenKind.EOF:
+            parser.raise_error("unexpected text after the last operation")
+    except ParseError as err:
+        raise RecipeParseError(f"recipe text does not parse: {err}") from err
+    if not ops:
+        raise RecipeParseError("recipe text holds no operation; pass a fused.region op or a module with one")
+    regions = [o for top in ops for o in top.walk() if o.name == _REGION_OP]
+    if len(regions) != 1:
+        raise RecipeParseError(
+            f"recipe text must hold exactly one {_REGION_OP}, found {len(regions)}; "
+            "pass the region op text or a module containing only that region"
+        )
+    region = regions[0]
+    # Bare region op text: its operands were never defined. Give them a home.
+    forward = [v for _, refs in sorted(parser.forward_ssa_references.items()) for _, v in sorted(refs.items())]
+    if forward:
+        if region.parent is not None:
+            raise RecipeParseError(
+                "recipe text uses undefined values outside the region: "
+                + ", ".join("%" + n for n in parser.forward_ssa_references)
+            )
+        holder = Block(arg_types=[v.type for v in forward])
+        for value, arg in zip(forward, holder.args):
+            value.replace_all_uses_with(arg)
+    elif region.parent is not None:
+        region = region.clone()
+    return region
+
+
+def as_region(region: Any) -> Operation:
+    """A `fused.region` op from an op or its MLIR text (a module holding
+    exactly one region, or the region op text itself)."""
+    if isinstance(region, str):
+        return _parse_region_text(region)
+    if isinstance(region, Operation):
+        if region.name != _REGION_OP:
+            raise RecipeError(f"expected a {_REGION_OP} op, got {region.name}")
+        return region
+    raise TypeError(f"expected a {_REGION_OP} op or its MLIR text, got {type(region).__name__}")
+
+
+# --------------------------------------------------------------------------- canonical form
+
+
+def canonical_recipe(region: Any) -> str:
+    """Generic text of the region's math: SSA names normalised, the labels
+    `fused_id`/`name`/`cost` dropped. Equal math gives equal text."""
+    from xdsl.printer import Printer
+
+    op = as_region(region)
+    holder = Block(arg_types=[o.type for o in op.operands])
+    mapper: dict[SSAValue, SSAValue] = dict(zip(op.operands, holder.args))
+    clone = op.clone(value_mapper=mapper)
+    holder.add_op(clone)
+    for name in _LABEL_PROPERTIES:
+        clone.properties.pop(name, None)
+        clone.attributes.pop(name, None)
+    for value in holder.args:
+        value.name_hint = None
+    for inner in clone.walk():
+        for value in inner.results:
+            value.name_hint = None
+        for reg in inner.regions:
+            for block in reg.blocks:
+                for arg in block.args:
+                    arg.name_hint = None
+    out = io.StringIO()
+    Printer(stream=out, print_generic_format=True).print_op(clone)
+    return out.getvalue().strip()
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def validate_recipe(region: Operation) -> None:
+    """Raise a typed RecipeError unless `region` is a well-formed, primitive-only region."""
+    for inner in region.walk():
+        if inner is region or inner.name == _YIELD_OP or inner.name.startswith("prim."):
+            continue
+        raise NotPrimitiveOnlyError(
+            f"{_REGION_OP}: body holds {inner.name}, but a recipe may hold only prim.* ops "
+            f"and {_YIELD_OP}; decompose it into primitive ops first"
+        )
+    try:
+        region.verify()
+    except Exception as err:  # xDSL raises VerifyException and, for broken IR, others
+        raise MalformedRecipeError(f"{_REGION_OP} does not verify: {err}") from err
+
+
+# --------------------------------------------------------------------------- registry
+
+
+class RecipeRegistry:
+    """Runtime FusedOpIds with their recipes. Thread-safe; `capacity` bounds
+    the id space (ids `base .. base+capacity-1`) so tests can exhaust it."""
+
+    def __init__(self, *, base: int = RUNTIME_FUSED_BASE, capacity: int = 1 << 40) -> None:
+        if base < RUNTIME_FUSED_BASE:
+            raise ValueError(f"runtime ids start at RUNTIME_FUSED_BASE={RUNTIME_FUSED_BASE}, got base={base}")
+        if capacity < 0:
+            raise ValueError(f"capacity must be >= 0, got {capacity}")
+        self._base = base
+        self._capacity = capacity
+        self._lock = threading.Lock()
+        self._by_canonical: dict[str, int] = {}
+        self._by_id: dict[int, Recipe] = {}
+
+    def register(self, name: str, region: Any) -> int:
+        """The id of `region`'s recipe: the existing one if an equal recipe is
+        registered (its first name stays), else a newly allocated one."""
+        if not isinstance(name, str) or not name:
+            raise RecipeError(f"a recipe needs a non-empty name, got {name!r}")
+        op = as_region(region)
+        validate_recipe(op)
+        canonical = canonical_recipe(op)
+        with self._lock:
+            existing = self._by_canonical.get(canonical)
+            if existing is not None:
+                return existing
+            if len(self._by_id) >= self._capacity:
+                raise RecipeIdSpaceExhausted(
+                    f"all {self._capacity} runtime FusedOpIds from {self._base} are taken; "
+                    f"cannot register recipe {name!r}"
+                )
+            fused_id = self._base + len(self._by_id)
+            self._by_id[fused_id] = Recipe(fused_id, name, canonical, _detached_copy(op, fused_id, name))
+            self._by_canonical[canonical] = fused_id
+            return fused_id
+
+    def id_of(self, region: Any) -> int | None:
+        """The id of an equal registered recipe, or None."""
+        canonical = canonical_recipe(region)
+        with self._lock:
+            return self._by_canonical.get(canonical)
+
+    def recipe_of(self, fused_id: int) -> Recipe:
+        """The recipe registered under `fused_id`."""
+        with self._lock:
+            recipe = self._by_id.get(fused_id)
+        if recipe is None:
+            raise UnknownRecipeError(
+                f"no recipe is registered under FusedOpId {fused_id}; "
+                "adopt the region first (adopt_runtime_fused) or check the id"
+            )
+        return recipe
+
+    def ids(self) -> tuple[int, ...]:
+        with self._lock:
+            return tuple(self._by_id)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._by_id)
+
+    def snapshot(self) -> tuple[dict[str, int], dict[int, Recipe]]:
+        with self._lock:
+            return dict(self._by_canonical), dict(self._by_id)
+
+    def restore(self, state: tuple[dict[str, int], dict[int, Recipe]]) -> None:
+        with self._lock:
+            self._by_canonical, self._by_id = dict(state[0]), dict(state[1])
+
+    def reset(self) -> None:
+        """Forget every recipe. Unbind their kernels first (see runtime.testing)."""
+        with self._lock:
+            self._by_canonical.clear()
+            self._by_id.clear()
+
+
+def _detached_copy(op: Operation, fused_id: int, name: str) -> Operation:
+    holder = Block(arg_types=[o.type for o in op.operands])
+    clone = op.clone(value_mapper=dict(zip(op.operands, holder.args)))
+    holder.add_op(clone)
+    _stamp(clone, fused_id, name)
+    return clone
+
+
+def _stamp(op: Operation, fused_id: int, name: str) -> None:
+    from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
+
+    if "fused_id" in op.properties:
+        op.properties["fused_id"] = IntegerAttr(fused_id, i64)
+    if "name" in op.properties:
+        op.properties["name"] = StringAttr(name)
+
+
+_GLOBAL_RECIPES = RecipeRegistry()
+
+
+def global_recipes() -> RecipeRegistry:
+    """The one process-wide registry behind `register_recipe` / `recipe_of`."""
+    return _GLOBAL_RECIPES
+
+
+def register_recipe(name: str, region: Any) -> int:
+    return _GLOBAL_RECIPES.register(name, region)
+
+
+def recipe_of(fused_id: int) -> Recipe:
+    return _GLOBAL_RECIPES.recipe_of(fused_id)
