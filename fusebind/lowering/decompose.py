@@ -57,11 +57,10 @@ def _dtype_names(dtypes: Sequence[Any]) -> list[str]:
 
 
 def _symbol_for(region: Any) -> str:
-    name = ""
-    try:
-        name = region.region_name()
-    except Exception:  # an unnamed or foreign region still gets a symbol
-        name = ""
+    name = getattr(region, "region_name", "")
+    if callable(name):
+        name = name()
+    name = name if isinstance(name, str) else ""
     safe = "".join(c if c.isalnum() else "_" for c in name) or "region"
     return f"fb_{safe}"
 

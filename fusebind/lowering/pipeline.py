@@ -100,15 +100,32 @@ def run_upstream_pipeline(text: str, ctx: Any | None = None, pipeline: str | Non
 
     ctx = ctx or new_context()
     pipeline = pipeline or pipeline_text()
+    diagnostics: list[str] = []
+
+    def collect(d: Any) -> bool:
+        notes = "".join(f"\n    note: {n}" for n in getattr(d, "notes", ()))
+        diagnostics.append(f"{d.location}: {d.message}{notes}")
+        return True  # handled: keep MLIR from printing to the process's stderr
+
+    handler = ctx.attach_diagnostic_handler(collect)
     try:
-        module = ir.Module.parse(text, ctx)
-    except Exception as exc:  # MLIRError and friends: report, never crash
-        raise LoweringError.at("mlir-parse", str(exc), text) from None
-    try:
-        passmanager.PassManager.parse(pipeline, ctx).run(module.operation)
-    except Exception as exc:
-        raise LoweringError.at("mlir-passes", str(exc), text, pipeline) from None
+        try:
+            module = ir.Module.parse(text, ctx)
+        except Exception as exc:  # MLIRError and friends: report, never crash
+            raise LoweringError.at("mlir-parse", _message(exc, diagnostics), text) from None
+        try:
+            passmanager.PassManager.parse(pipeline, ctx).run(module.operation)
+        except Exception as exc:
+            raise LoweringError.at("mlir-passes", _message(exc, diagnostics), text, pipeline) from None
+    finally:
+        handler.detach()
     return module
+
+
+def _message(exc: Exception, diagnostics: list[str]) -> str:
+    text = str(exc)
+    extra = [d for d in diagnostics if d not in text]
+    return text + ("\n" + "\n".join(extra) if extra else "")
 
 
 def translate_to_llvm_ir(module: Any) -> str:
