@@ -1,10 +1,10 @@
 """fusebind.lowering.fastmath: interface, ULP bounds and IEEE edge cases.
 
 Each function is compiled into a 1-D ``linalg.generic`` kernel on memrefs
-that calls ``func.call @__fb_<fn>_<elem>``, through the project's upstream
-MLIR pipeline, translated to LLVM IR, optimized by llvmlite at O3 for the host
-and JIT-run with ctypes. The harness lives here (not in the package) until the
-lowering's own compile API is used by these tests.
+that calls ``func.call @__fb_<fn>_<elem>``, through the lowering's own path
+(``fusebind.lowering.compile_text``: upstream MLIR pipeline, LLVM IR, llvmlite
+O3 for the host), linked by ``fusebind.runtime.loader.load_object`` and run
+with ctypes on numpy arrays.
 
 References: float32 results are compared with numpy's float64 functions
 (math.erf for erf), rounded to the nearest float32 only in the ULP measure;
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import os
 from typing import Callable
 
 import numpy as np
@@ -24,13 +23,7 @@ import pytest
 
 from fusebind.lowering import fastmath
 
-PIPELINE = (
-    "builtin.module(linalg-fuse-elementwise-ops,one-shot-bufferize{bufferize-function-boundaries "
-    "function-boundary-type-conversion=identity-layout-map},buffer-deallocation-pipeline,"
-    "convert-linalg-to-loops,convert-scf-to-cf,convert-math-to-llvm,expand-strided-metadata,"
-    "lower-affine,convert-arith-to-llvm,finalize-memref-to-llvm,convert-func-to-llvm,"
-    "convert-cf-to-llvm,reconcile-unrealized-casts)"
-)
+ENTRY = "_mlir_ciface_kernel"
 
 
 def kernel_text(fn: str, elem: str) -> str:
@@ -52,36 +45,6 @@ module {{
 """
 
 
-def _capsule_pointer(obj: object) -> int:
-    get_name = ctypes.pythonapi.PyCapsule_GetName
-    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
-    get_ptr = ctypes.pythonapi.PyCapsule_GetPointer
-    get_ptr.restype, get_ptr.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    capsule = obj._CAPIPtr  # type: ignore[attr-defined]
-    return get_ptr(capsule, get_name(capsule))
-
-
-def to_llvm_ir(text: str) -> str:
-    from mlir import ir, passmanager
-    import mlir._mlir_libs as libs
-
-    ctx = ir.Context()
-    module = ir.Module.parse(text, ctx)
-    passmanager.PassManager.parse(PIPELINE, ctx).run(module.operation)
-    capi = ctypes.CDLL(os.path.join(os.path.dirname(libs.__file__), "libMLIRPythonCAPI.so"))
-    capi.mlirRegisterAllLLVMTranslations.argtypes = [ctypes.c_void_p]
-    capi.mlirRegisterAllLLVMTranslations(_capsule_pointer(ctx))
-    capi.mlirTranslateModuleToLLVMIRToString.argtypes = [ctypes.c_void_p]
-    capi.mlirTranslateModuleToLLVMIRToString.restype = ctypes.c_void_p
-    raw = capi.mlirTranslateModuleToLLVMIRToString(_capsule_pointer(module.operation))
-    try:
-        return ctypes.string_at(raw).decode()
-    finally:
-        libc = ctypes.CDLL(None)
-        libc.free.argtypes = [ctypes.c_void_p]
-        libc.free(raw)
-
-
 class _Descriptor(ctypes.Structure):
     _fields_ = [
         ("allocated", ctypes.c_void_p),
@@ -93,29 +56,26 @@ class _Descriptor(ctypes.Structure):
 
 
 class Kernel:
-    """A JIT-compiled out = fn(in) kernel; keeps its engine alive."""
+    """out = fn(in), built by the lowering's own path (compile_text, O3 for the
+    host) and linked by the runtime loader; keeps its code alive."""
 
     def __init__(self, fn: str, elem: str) -> None:
-        import llvmlite.binding as llvm
+        from fusebind.lowering import compile_text
+        from fusebind.runtime.loader import load_object
 
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        tm = llvm.Target.from_default_triple().create_target_machine(
-            cpu=llvm.get_host_cpu_name(),
-            features=llvm.get_host_cpu_features().flatten(),
-            opt=3,
-            codemodel="jitdefault",
-        )
-        self.llvm_ir_unoptimized = to_llvm_ir(kernel_text(fn, elem))
-        mod = llvm.parse_assembly(self.llvm_ir_unoptimized)
-        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
-        pb.getModulePassManager().run(mod, pb)
-        self.llvm_ir_optimized = str(mod)
-        self._engine = llvm.create_mcjit_compiler(mod, tm)
-        self._engine.finalize_object()
+        self.text = kernel_text(fn, elem)
+        self._code = load_object(compile_text(self.text, ENTRY), ENTRY)
         proto = ctypes.CFUNCTYPE(None, ctypes.POINTER(_Descriptor), ctypes.POINTER(_Descriptor))
-        self._call = proto(self._engine.get_function_address("_mlir_ciface_kernel"))
+        self._call = proto(self._code.address)
         self.dtype = np.dtype(np.float32 if elem == "f32" else np.float64)
+
+    def llvm_ir(self) -> tuple[str, str]:
+        """(translated, O3-optimized) LLVM IR of this kernel, as compile_text builds it."""
+        from fusebind.lowering.codegen import optimized_ir
+        from fusebind.lowering.pipeline import lower_to_llvm_ir
+
+        translated = lower_to_llvm_ir(self.text)
+        return translated, optimized_ir(translated, ENTRY)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x, dtype=self.dtype)
@@ -303,14 +263,14 @@ def test_sigmoid_stays_in_unit_interval(elem: str) -> None:
 
 
 def test_calls_are_inlined_and_loop_vectorized() -> None:
-    k = kernel("tanh", "f32")
-    assert "define internal float @__fb_tanh_f32" in k.llvm_ir_unoptimized
-    assert "__fb_tanh_f32" not in k.llvm_ir_optimized  # inlined, then dropped
-    assert "<8 x float>" in k.llvm_ir_optimized or "<16 x float>" in k.llvm_ir_optimized
+    translated, optimized = kernel("tanh", "f32").llvm_ir()
+    assert "define internal float @__fb_tanh_f32" in translated
+    assert "__fb_tanh_f32" not in optimized  # inlined, then dropped
+    assert "<8 x float>" in optimized or "<16 x float>" in optimized
     for libm in ("@expf", "@tanhf", "@logf"):
-        assert libm not in k.llvm_ir_optimized
-    k64 = kernel("erf", "f64")
-    assert "<4 x double>" in k64.llvm_ir_optimized or "<8 x double>" in k64.llvm_ir_optimized
+        assert libm not in optimized
+    _, optimized64 = kernel("erf", "f64").llvm_ir()
+    assert "<4 x double>" in optimized64 or "<8 x double>" in optimized64
 
 
 @pytest.mark.parametrize("fn", ["exp", "expm1", "log", "tanh"])
