@@ -119,10 +119,7 @@ class RegionOp(IRDLOperation):
         fid = self.fused_id.value.data
         if fid < 0:
             raise VerifyException(f"fused.region: fused_id must be >= 0 (0 = unassigned), found {fid}")
-        blocks = self.body.blocks
-        if len(blocks) != 1:
-            raise VerifyException(f"fused.region: body must have exactly one block, found {len(blocks)}")
-        block = blocks[0]
+        block = self.body.blocks[0]  # region_def("single_block") has checked there is exactly one
         if len(block.args) != len(self.inputs):
             raise VerifyException(
                 f"fused.region: body has {len(block.args)} block arguments, the region has "

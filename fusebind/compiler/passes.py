@@ -1,0 +1,149 @@
+"""The pass registry of `fusebind-opt`, and the built-in passes.
+
+A pass is an xDSL `ModulePass`: a frozen dataclass with a kebab-case `name`
+whose fields are its options (`-p 'my-pass{max-ops=16 mode=fast}'`). Register
+one with `@register_pass` (or `registry.register(cls)`).
+
+Other packages add passes without this module importing them: the driver
+imports, on first use, each module named in `PLUGIN_MODULES`; importing such a
+module must call `register_pass` for its passes. A plugin module that does
+not exist yet is skipped; one that fails to import is reported as a warning
+and skipped. `fusebind-opt --plugin some.module` loads extra ones.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.utils.arg_spec import parse_pipeline
+from xdsl.utils.exceptions import ArgSpecParseError
+
+# Modules the driver imports (lazily, once) so they can register passes.
+PLUGIN_MODULES: tuple[str, ...] = (
+    "fusebind.compiler.opt_passes",
+    "fusebind.lowering.opt_passes",
+    "fusebind.runtime.opt_passes",
+)
+
+
+class PipelineError(Exception):
+    """A pipeline text that names an unknown pass or option, or does not parse."""
+
+
+@dataclass
+class PassRegistry:
+    """Pass classes by name, plus the plugin modules that can add more."""
+
+    passes: dict[str, type[ModulePass]] = field(default_factory=dict)
+    plugin_modules: tuple[str, ...] = PLUGIN_MODULES
+    warnings: list[str] = field(default_factory=list)
+    _loaded: bool = False
+
+    def register(self, cls: type[ModulePass]) -> type[ModulePass]:
+        """Add a pass class; a second class under the same name is refused."""
+        name = getattr(cls, "name", None)
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"pass class {cls.__qualname__} has no `name`; give it `name = \"my-pass\"`")
+        earlier = self.passes.get(name)
+        if earlier is not None and earlier is not cls:
+            raise ValueError(
+                f"pass '{name}' is already registered by {earlier.__module__}.{earlier.__qualname__}; "
+                f"cannot register {cls.__module__}.{cls.__qualname__} under the same name"
+            )
+        self.passes[name] = cls
+        return cls
+
+    def load_plugins(self, extra: Iterable[str] = ()) -> None:
+        """Import the plugin modules (each once); missing ones are skipped."""
+        names = list(extra) if self._loaded else [*self.plugin_modules, *extra]
+        self._loaded = True
+        for module in names:
+            try:
+                importlib.import_module(module)
+            except ModuleNotFoundError as err:
+                if err.name is not None and module.startswith(err.name):
+                    continue  # the plugin (or its package) does not exist yet
+                self.warnings.append(f"plugin {module} failed to import: {err}")
+            except Exception as err:  # a broken plugin must not take the driver down
+                self.warnings.append(f"plugin {module} failed to import: {type(err).__name__}: {err}")
+
+    def available(self) -> list[str]:
+        self.load_plugins()
+        return sorted(self.passes)
+
+    def parse_pipeline(self, text: str) -> list[ModulePass]:
+        """`pass-a,pass-b{opt=1 other=x}` → pass instances; raises PipelineError."""
+        self.load_plugins()
+        try:
+            specs = list(parse_pipeline(text))
+        except ArgSpecParseError as err:
+            raise PipelineError(str(err).strip()) from None
+        except Exception as err:
+            raise PipelineError(f"cannot parse pipeline '{text}': {err}") from None
+        out: list[ModulePass] = []
+        for spec in specs:
+            cls = self.passes.get(spec.name)
+            if cls is None:
+                raise PipelineError(
+                    f"unknown pass '{spec.name}'; available passes: {', '.join(sorted(self.passes)) or 'none'}"
+                )
+            try:
+                out.append(cls.from_pass_spec(spec))
+            except Exception as err:
+                raise PipelineError(f"pass '{spec.name}': {err}") from None
+        return out
+
+
+DEFAULT_REGISTRY = PassRegistry()
+
+
+def register_pass(cls: type[ModulePass]) -> type[ModulePass]:
+    """Register a pass with the driver's default registry (usable as a decorator)."""
+    return DEFAULT_REGISTRY.register(cls)
+
+
+@register_pass
+@dataclass(frozen=True)
+class VerifyPass(ModulePass):
+    """Verify the module (the driver also verifies after every pipeline)."""
+
+    name = "verify"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        op.verify()
+
+
+@register_pass
+@dataclass(frozen=True)
+class StripFusedPass(ModulePass):
+    """Inline every `fused.region` into its parent block (arm 0 as IR).
+
+    With `only-unassigned=true`, only regions with `fused_id = 0` are inlined.
+    """
+
+    name = "strip-fused"
+    only_unassigned: bool = False
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from fusebind.dialect.fused import RegionOp
+
+        regions = [r for r in op.walk() if isinstance(r, RegionOp)]
+        for region in reversed(regions):  # inner regions first
+            if self.only_unassigned and region.id != 0:
+                continue
+            block = region.body.blocks[0]
+            for arg, operand in zip(block.args, region.inputs):
+                arg.replace_all_uses_with(operand)
+            yielded = list(block.last_op.operands) if block.last_op is not None else []
+            for inner in list(block.ops)[:-1]:
+                inner.detach()
+                region.parent_block().insert_op_before(inner, region)  # type: ignore[union-attr]
+            for res, val in zip(region.results, yielded):
+                res.replace_all_uses_with(val)
+            region.detach()
+            region.erase()
