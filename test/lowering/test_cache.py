@@ -1,0 +1,134 @@
+"""The on-disk object cache: keys, atomic owner-only entries, corruption
+handling, read-only directories, and a hit in a new process without mlir."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fusebind.dialect import parse_module
+from fusebind.lowering import ObjectCache, decompose_region
+from fusebind.lowering.cache import CacheWarning, CachedObject
+
+from test_decompose import REGION_MODULE, _region
+
+
+def test_from_env_locations(tmp_path: Path) -> None:
+    assert not ObjectCache.from_env({"FUSEBIND_CACHE": "0", "FUSEBIND_CACHE_DIR": str(tmp_path)}).enabled
+    assert ObjectCache.from_env({"FUSEBIND_CACHE_DIR": str(tmp_path / "c")}).directory == tmp_path / "c"
+    assert ObjectCache.from_env({"XDG_CACHE_HOME": str(tmp_path)}).directory == tmp_path / "fusebind"
+    home = ObjectCache.from_env({"HOME": str(tmp_path)}).directory
+    assert home is not None and home.name == "fusebind" and home.parent.name == ".cache"
+
+
+def test_entries_are_owner_only_and_round_trip(tmp_path: Path) -> None:
+    cache = ObjectCache(tmp_path / "c")
+    assert cache.put("k1", CachedObject("sym", b"\x7fELF-bytes"))
+    assert cache.get("k1") == CachedObject("sym", b"\x7fELF-bytes")
+    assert stat.S_IMODE(os.stat(tmp_path / "c").st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(cache.path_of("k1")).st_mode) == 0o600
+    assert [p.name for p in (tmp_path / "c").iterdir()] == ["k1.o"]  # no temp file left behind
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "empty"])
+def test_corrupt_entry_is_a_miss_and_gets_rebuilt(damage: str, tmp_path: Path) -> None:
+    cache = ObjectCache(tmp_path)
+    module = parse_module(REGION_MODULE)
+    first = decompose_region(_region(module), cache=cache)
+    assert not first.from_cache
+    (entry,) = tmp_path.glob("*.o")
+    data = entry.read_bytes()
+    bad = {"truncate": data[: len(data) // 2], "flip": data[:-1] + bytes([data[-1] ^ 1]),
+           "garbage": b"not an object", "empty": b""}[damage]
+    entry.write_bytes(bad)
+    assert cache.get(entry.stem) is None
+    again = decompose_region(_region(module), cache=cache)
+    assert not again.from_cache and again.object_code == first.object_code
+    assert entry.read_bytes() == data  # rebuilt in place
+    assert decompose_region(_region(module), cache=cache).from_cache
+
+
+def test_key_separates_dtypes_shapes_and_target(tmp_path: Path) -> None:
+    cache = ObjectCache(tmp_path)
+    decompose_region(_region(parse_module(REGION_MODULE)), cache=cache)
+    decompose_region(_region(parse_module(REGION_MODULE.replace("64xf32", "65xf32"))), cache=cache)
+    decompose_region(_region(parse_module(REGION_MODULE.replace("64xf32", "64xf64"))), cache=cache)
+    decompose_region(_region(parse_module(REGION_MODULE)), cache=cache, dynamic=True)
+    assert len(list(tmp_path.glob("*.o"))) == 4
+
+
+def test_read_only_cache_dir_warns_once_and_still_compiles(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        ro = tmp_path / "file-not-dir"
+        ro.write_text("x")  # root ignores permissions; a path under a file cannot be created either
+        cache = ObjectCache(ro / "c")
+    else:
+        ro = tmp_path / "ro"
+        ro.mkdir(mode=0o500)
+        cache = ObjectCache(ro)
+    module = parse_module(REGION_MODULE)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        d1 = decompose_region(_region(module), cache=cache)
+        d2 = decompose_region(_region(module), cache=cache)
+    assert d1.object_code and d2.object_code and not d2.from_cache
+    assert [w.category for w in caught] == [CacheWarning]
+
+
+def test_cache_disabled_compiles_every_time() -> None:
+    cache = ObjectCache(None)
+    module = parse_module(REGION_MODULE)
+    assert not decompose_region(_region(module), cache=cache).from_cache
+    assert not decompose_region(_region(module), cache=cache).from_cache
+
+
+def test_hit_in_a_new_process_does_not_import_mlir(tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        import sys, time
+        import numpy as np
+        from fusebind.dialect import parse_module
+        from fusebind.lowering import decompose_region
+        from fusebind.runtime.dtypes import descriptor_for
+        module = parse_module({REGION_MODULE!r})
+        region = next(op for op in module.walk() if op.name == "fused.region")
+        d = decompose_region(region)
+        k = d.load()
+        a = np.arange(64, dtype=np.float32) - 32
+        out = np.empty(64, np.float32)
+        k(descriptor_for(a), descriptor_for(a), descriptor_for(a), descriptor_for(out))
+        ok = np.array_equal(out, np.where(a * a + a < 0, 0, a * a + a))
+        print(d.from_cache, "mlir" in sys.modules, ok)
+    """)
+    env = {**os.environ, "FUSEBIND_CACHE_DIR": str(tmp_path)}
+    env.pop("FUSEBIND_CACHE", None)
+    first = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.split() == ["False", "True", "True"]
+    second = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.split() == ["True", "False", "True"]
+
+
+def test_concurrent_writers_leave_one_valid_entry(tmp_path: Path) -> None:
+    script = textwrap.dedent("""
+        import sys
+        from fusebind.lowering.cache import ObjectCache, CachedObject
+        from pathlib import Path
+        c = ObjectCache(Path(sys.argv[1]))
+        payload = bytes(range(256)) * 4000
+        for i in range(50):
+            c.put("same", CachedObject("s", payload))
+            e = c.get("same")
+            assert e is not None and e.object_code == payload
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path)]) for _ in range(3)]
+    assert [p.wait() for p in procs] == [0, 0, 0]
+    assert [p.name for p in tmp_path.iterdir()] == ["same.o"]
