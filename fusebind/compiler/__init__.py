@@ -24,6 +24,8 @@ _EXPORTS: dict[str, str] = {
     # recipes.py
     "RUNTIME_FUSED_BASE": "catalog",
     "Recipe": "recipes",
+    "PreparedRecipe": "recipes",
+    "prepare_recipe": "recipes",
     "RecipeRegistry": "recipes",
     "RecipeError": "recipes",
     "RecipeParseError": "recipes",

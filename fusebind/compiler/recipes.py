@@ -171,6 +171,24 @@ def validate_recipe(region: Operation) -> None:
         raise MalformedRecipeError(f"{_REGION_OP} does not verify: {err}") from err
 
 
+@dataclass(frozen=True)
+class PreparedRecipe:
+    """A validated region with its canonical text, not yet registered."""
+
+    name: str
+    region: Operation
+    canonical: str
+
+
+def prepare_recipe(name: str, region: Any) -> PreparedRecipe:
+    """Parse (if text), validate and canonicalise a region; typed errors."""
+    if not isinstance(name, str) or not name:
+        raise RecipeError(f"a recipe needs a non-empty name, got {name!r}")
+    op = as_region(region)
+    validate_recipe(op)
+    return PreparedRecipe(name, op, canonical_recipe(op))
+
+
 # --------------------------------------------------------------------------- registry
 
 
@@ -192,23 +210,25 @@ class RecipeRegistry:
     def register(self, name: str, region: Any) -> int:
         """The id of `region`'s recipe: the existing one if an equal recipe is
         registered (its first name stays), else a newly allocated one."""
-        if not isinstance(name, str) or not name:
-            raise RecipeError(f"a recipe needs a non-empty name, got {name!r}")
-        op = as_region(region)
-        validate_recipe(op)
-        canonical = canonical_recipe(op)
+        return self.register_prepared(prepare_recipe(name, region))
+
+    def register_prepared(self, prepared: "PreparedRecipe") -> int:
+        """`register` for a recipe already validated and canonicalised by
+        `prepare_recipe`: only dictionary work, so callers can keep it inside
+        a critical section and do the parsing outside."""
         with self._lock:
-            existing = self._by_canonical.get(canonical)
+            existing = self._by_canonical.get(prepared.canonical)
             if existing is not None:
                 return existing
             if len(self._by_id) >= self._capacity:
                 raise RecipeIdSpaceExhausted(
                     f"all {self._capacity} runtime FusedOpIds from {self._base} are taken; "
-                    f"cannot register recipe {name!r}"
+                    f"cannot register recipe {prepared.name!r}"
                 )
             fused_id = self._base + len(self._by_id)
-            self._by_id[fused_id] = Recipe(fused_id, name, canonical, _detached_copy(op, fused_id, name))
-            self._by_canonical[canonical] = fused_id
+            region = _detached_copy(prepared.region, fused_id, prepared.name)
+            self._by_id[fused_id] = Recipe(fused_id, prepared.name, prepared.canonical, region)
+            self._by_canonical[prepared.canonical] = fused_id
             return fused_id
 
     def id_of(self, region: Any) -> int | None:
