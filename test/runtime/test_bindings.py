@@ -269,3 +269,22 @@ def test_cost_estimates_are_stored_on_rows() -> None:
     assert t.lookup(BindingKey.static("exp"), ("f32", "f32"), "cpu")[0].cost == cost
     with pytest.raises(BindingError, match="cost must be a CostEstimate or UNKNOWN_COST"):
         t.with_row(BindingKey.static("exp"), ("f32", "f32"), "cpu", noop_kernel(), cost=0)
+
+
+def test_isolated_global_state_empties_then_restores_rows_and_recipes() -> None:
+    from fusebind.compiler import global_recipes
+    from fusebind.runtime.testing import isolated_global_state
+
+    key = BindingKey.static("restore_me")
+    with isolated_global_state():
+        extend_global_bindings(lambda b: b.bind(key, ("f32", "f32"), "cpu", noop_kernel()))
+        recipes_before = global_recipes().snapshot()
+        outer = global_bindings()
+        with isolated_global_state():
+            assert len(global_bindings()) == 0 and len(global_recipes()) == 0
+            extend_global_bindings(lambda b: b.bind(BindingKey.static("inner"), ("f32", "f32"), "cpu", noop_kernel()))
+        restored = global_bindings()
+        assert [k for k in restored.keys()] == [key]
+        assert restored.lookup(key, ("f32", "f32"), "cpu") == outer.lookup(key, ("f32", "f32"), "cpu")
+        assert restored.generation > outer.generation  # a restore is a swap too
+        assert global_recipes().snapshot() == recipes_before

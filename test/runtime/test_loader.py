@@ -165,3 +165,22 @@ def test_kernel_from_library_compiled_with_cc(tmp_path: Path) -> None:
     a = np.arange(10, dtype=np.float32)
     b = np.full(10, 0.5, np.float32)
     np.testing.assert_array_equal(_run(kernel, a, b), a + b)
+
+
+def test_object_kernel_adopted_and_run_through_the_table(object_code: bytes, isolated_bindings) -> None:  # noqa: ANN001
+    from fusebind.runtime import adopt_runtime_fused, lookup_runtime_kernel
+
+    t = "tensor<16xf32>"
+    region = f"""
+%r = fused.region @exp_mul (%a, %b) : ({t}, {t}) -> {t} {{
+^bb0(%x: {t}, %y: {t}):
+  %e = prim.exp %x : {t} -> {t}
+  %m = prim.mul %e, %y : ({t}, {t}) -> {t}
+  fused.yield %m : {t}
+}}"""
+    kernel = Kernel.from_object(object_code, "_mlir_ciface_exp_mul", signature=SIG)
+    fid = adopt_runtime_fused("exp_mul", region, kernel, ("f32", "f32", "f32"), "cpu")
+    binding = lookup_runtime_kernel(fid, "cpu")
+    a = np.linspace(-1, 1, 16, dtype=np.float32)
+    b = np.full(16, 3.0, np.float32)
+    np.testing.assert_allclose(_run(binding.kernel, a, b), np.exp(a) * b, rtol=1e-6)
