@@ -77,7 +77,11 @@ class _Interpreter:
             if isinstance(op, (func.ReturnOp, YieldOp)):
                 return ins
             if isinstance(op, PrimOp):
-                outs = [op.reference(*ins)]
+                try:
+                    outs = [op.reference(*ins)]
+                except (ValueError, TypeError, IndexError) as err:
+                    shapes = ", ".join(str(tuple(np.shape(a))) for a in ins)
+                    raise InterpretError(f"{op.name} failed on operand shapes {shapes}: {err}") from None
             elif isinstance(op, RegionOp):
                 outs = self.run_block(op.body.blocks[0], ins)
             elif isinstance(op, func.CallOp):

@@ -70,6 +70,8 @@ class PrimOp(IRDLOperation):
     # --- facts -----------------------------------------------------------
     def flops(self) -> float | None:
         """Total flops for static shapes (FLOPS_PER_ELEMENT × output elements)."""
+        if self.FLOPS_PER_ELEMENT == 0:
+            return 0.0
         n = num_elements(self.result_shape())
         return None if n is None else float(self.FLOPS_PER_ELEMENT * n)
 

@@ -187,7 +187,14 @@ class ReshapeOp(ShapeOp):
     KIND: ClassVar[str] = "reshape"
 
     def __init__(self, x: Value, shape: Sequence[int | None]):
+        """`shape` may hold one -1/None, inferred (like numpy) when the operand is static."""
         x = SSAValue.get(x)
+        n = num_elements(shape_of(x.type))
+        dims = [None if d is None or d == -1 else int(d) for d in shape]
+        known = num_elements([d for d in dims if d is not None])
+        if n is not None and dims.count(None) == 1 and known:
+            dims[dims.index(None)] = n // known
+        shape = dims
         super().__init__(operands=[x], result_types=[tensor_type(shape, elem_of(x.type))])
 
     def verify_(self) -> None:
