@@ -1,0 +1,314 @@
+"""Static kernels: one per prim op x dtypes x rank (x op attributes), built
+through the same path as fused regions and bound under `BindingKey.static(op)`.
+
+Owns: `StaticKernels` (lazy compilation, per-process memo, batch preparation),
+`StaticRequest`, the BLAS-backed matmul thunk, and `ensure_static_kernel`
+(compile if needed, then bind into the global table).
+
+The ABI of a static kernel is the kernel ABI (docs/KERNEL-ABI.md) with all
+dims dynamic. Elementwise kernels take inputs of the output's rank with any
+strides: the caller passes `np.broadcast_to` views (stride 0) for broadcast
+operands. matmul is OpenBLAS's `cblas_?gemm` (the copy numpy ships in
+numpy.libs, ILP64), called from a small LLVM thunk that reads the memref
+descriptors; integer matmul has no BLAS and uses the generated linalg.matmul.
+
+Must not: be imported by `lowering` or `compiler` (imports flow runtime ->
+lowering).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from fusebind.lowering import LoweringError, ObjectCache, build_object, emit_linalg, kernel_signature
+from fusebind.lowering.build import default_fastmath
+from fusebind.runtime.bindings import BindingKey, BindingRow, extend_global_bindings
+from fusebind.runtime.dtypes import DType, KernelSignature
+from fusebind.runtime.kernel import Kernel
+
+BACKEND = "cpu"
+
+
+class StaticKernelError(ValueError):
+    """A static kernel was requested for a signature that has none."""
+
+
+@dataclass(frozen=True)
+class StaticRequest:
+    """One static kernel: `op` (a prim KIND), `dtypes` (inputs then output), `rank` of the output
+    (reductions: of the input), and op attributes (`axes`, `keepdims`, `perm`, `predicate`)."""
+
+    op: str
+    dtypes: tuple[str, ...]
+    rank: int
+    attrs: tuple[tuple[str, Any], ...] = ()
+
+    @staticmethod
+    def of(op: str, dtypes: Iterable[DType | str], rank: int, **attrs: Any) -> "StaticRequest":
+        names = tuple(DType.parse(d).value for d in dtypes)
+        frozen = tuple(sorted((k, tuple(v) if isinstance(v, (list, tuple)) else v) for k, v in attrs.items()))
+        return StaticRequest(op, names, int(rank), frozen)
+
+    @property
+    def caps(self) -> frozenset[str]:
+        return frozenset(f"attr:{k}={v}" for k, v in self.attrs)
+
+
+def _t(rank: int, elem: str) -> str:
+    return "tensor<" + "?x" * rank + elem + ">"
+
+
+def op_text(req: StaticRequest) -> str:
+    """A `func.func` holding just the requested prim op, all dims dynamic."""
+    attrs = dict(req.attrs)
+    *ins, out = req.dtypes
+    r = req.rank
+    in_ranks = [r] * len(ins)
+    out_rank = r
+    props = ""
+    keyword = ""
+    if req.op.startswith("reduce_"):
+        axes = sorted({a % r for a in attrs.get("axes", tuple(range(r)))}) if r else []
+        keep = bool(attrs.get("keepdims", False))
+        out_rank = r if keep else r - len(axes)
+        props = f" {{axes = [{', '.join(map(str, axes))}]{', keepdims' if keep else ''}}}"
+    elif req.op == "transpose":
+        perm = attrs.get("perm", tuple(reversed(range(r))))
+        props = f" {{perm = [{', '.join(map(str, perm))}]}}"
+    elif req.op == "compare":
+        keyword = f" {attrs.get('predicate', 'eq')}"
+    elif req.op == "matmul":
+        in_ranks, out_rank = [2, 2], 2
+    elif req.op in ("reshape", "broadcast_to", "constant"):
+        raise StaticKernelError(f"Static({req.op}) has no generated kernel: {req.op} needs static shapes; "
+                                "the executor performs it as a numpy view/copy")
+    operands = ", ".join(f"%a{i}" for i in range(len(ins)))
+    in_types = [_t(k, e) for k, e in zip(in_ranks, ins)]
+    sig = in_types[0] if len(in_types) == 1 else f"({', '.join(in_types)})"
+    params = ", ".join(f"%a{i}: {t}" for i, t in enumerate(in_types))
+    rt = _t(out_rank, out)
+    return (f"func.func @f({params}) -> {rt} {{\n  %r = prim.{req.op}{keyword} {operands}{props} : {sig} -> {rt}\n"
+            f"  func.return %r : {rt}\n}}\n")
+
+
+def kernel_name(req: StaticRequest) -> str:
+    tag = "_".join(f"{k}{''.join(str(x) for x in (v if isinstance(v, tuple) else (v,)))}" for k, v in req.attrs)
+    return "fb_static_" + "_".join(filter(None, [req.op, "_".join(req.dtypes), f"r{req.rank}", tag]))
+
+
+@dataclass
+class StaticKernels:
+    """Lazily built static kernels, memoised per (op, dtypes, rank, attrs)."""
+
+    cache: ObjectCache | None = None
+    _kernels: dict[StaticRequest, Kernel] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def kernel_for(self, req: StaticRequest) -> Kernel:
+        with self._lock:
+            if req not in self._kernels:
+                self._kernels[req] = self._build(req)
+            return self._kernels[req]
+
+    def prepare(self, requests: Sequence[StaticRequest]) -> list[Kernel]:
+        """Build several kernels; cache misses share one MLIR module and one pass-pipeline run."""
+        with self._lock:
+            todo = [r for r in dict.fromkeys(requests) if r not in self._kernels and r.op != "matmul"]
+            if len(todo) > 1:
+                self._build_batch(todo)
+        return [self.kernel_for(r) for r in requests]
+
+    # -- building ---------------------------------------------------------
+    def _cache(self) -> ObjectCache:
+        return self.cache if self.cache is not None else ObjectCache.from_env()
+
+    def _emit(self, req: StaticRequest) -> Any:
+        from fusebind.dialect import parse_module
+
+        try:
+            module = parse_module(op_text(req))
+        except Exception as exc:
+            raise StaticKernelError(f"Static({req.op}) has no kernel for dtypes {req.dtypes} rank {req.rank} "
+                                    f"attrs {dict(req.attrs)}: {exc}") from None
+        fm = default_fastmath()
+        return emit_linalg(next(iter(module.ops)), kernel_name(req), dynamic=True,
+                           strided_inputs=req.op != "matmul", fastmath=fm[0] if fm else None,
+                           fastmath_defs=fm[1] if fm else None)
+
+    def _build(self, req: StaticRequest) -> Kernel:
+        if req.op == "matmul" and req.dtypes[0] in ("f32", "f64"):
+            return blas_matmul_kernel(req.dtypes[0])
+        emitted = self._emit(req)
+        built = build_object(emitted, cache=self._cache(), key_parts={"static": kernel_name(req)})
+        return Kernel.from_object(built.object_code, built.symbol,
+                                  signature=kernel_signature(emitted.inputs, emitted.outputs))
+
+    def _build_batch(self, todo: list[StaticRequest]) -> None:
+        from fusebind.lowering.cache import CachedObject, cache_key
+        from fusebind.lowering.build import target_key_parts
+
+        cache = self._cache()
+        emitted = {r: self._emit(r) for r in todo}
+        keys = {r: cache_key(static=kernel_name(r), **target_key_parts(), text=e.text, entry=e.entry)
+                for r, e in emitted.items()}
+        missing = [r for r in todo if cache.get(keys[r]) is None]
+        if len(missing) < 2:
+            return  # nothing to share; kernel_for builds (or loads) one by one
+        from fusebind.lowering.codegen import compile_llvm_ir
+        from fusebind.lowering.pipeline import run_upstream_pipeline, translate_to_llvm_ir
+
+        funcs = [emitted[r].text.strip().removeprefix("module {").removesuffix("}") for r in missing]
+        # fastmath definitions repeat across kernels: keep the first of each private func
+        seen: set[str] = set()
+        parts = []
+        for text in funcs:
+            for chunk in text.split("func.func "):
+                if not chunk.strip():
+                    continue
+                head = chunk.split("(", 1)[0]
+                if head.startswith("private") and head in seen:
+                    continue
+                seen.add(head)
+                parts.append("func.func " + chunk)
+        llvm_ir = translate_to_llvm_ir(run_upstream_pipeline("module {\n" + "".join(parts) + "}\n"))
+        for r in missing:
+            code = compile_llvm_ir(llvm_ir, emitted[r].entry)
+            cache.put(keys[r], CachedObject(emitted[r].entry, code))
+            if not cache.enabled:
+                self._kernels[r] = Kernel.from_object(code, emitted[r].entry, signature=kernel_signature(
+                    emitted[r].inputs, emitted[r].outputs))
+
+
+# --------------------------------------------------------------------------- BLAS
+
+
+_CBLAS = {"f32": ("scipy_cblas_sgemm64_", "float", "sgemm"), "f64": ("scipy_cblas_dgemm64_", "double", "dgemm")}
+
+
+def _openblas_path() -> str:
+    import numpy
+
+    libs = os.path.join(os.path.dirname(os.path.dirname(numpy.__file__)), "numpy.libs")
+    found = sorted(glob.glob(os.path.join(libs, "libscipy_openblas*.so*")))
+    if not found:
+        raise StaticKernelError(f"no OpenBLAS found in {libs}; numpy wheels ship libscipy_openblas there. "
+                                "Install numpy from a wheel, or bind a matmul kernel yourself.")
+    return found[0]
+
+
+def blas_gemm_address(elem: str) -> int:
+    """Address of numpy's bundled OpenBLAS cblas_?gemm (ILP64)."""
+    symbol = _CBLAS[elem][0]
+    lib = ctypes.CDLL(_openblas_path())
+    try:
+        return ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value or 0
+    except AttributeError:
+        raise StaticKernelError(f"{_openblas_path()} lacks {symbol}") from None
+
+
+def blas_thunk_ir(elem: str, gemm_address: int, name: str) -> str:
+    """LLVM IR of `_mlir_ciface_<name>(A*, B*, C*)`: reads the three rank-2 memref
+    descriptors and calls cblas_?gemm(RowMajor, tA, tB, M, N, K, 1, A, lda, B, ldb, 0, C, ldc).
+    A transposed (column-unit-stride) operand is passed as Trans; others need a unit inner stride."""
+    t = _CBLAS[elem][1]
+    one, zero = ("1.0", "0.0")
+    desc = "{ ptr, ptr, i64, [2 x i64], [2 x i64] }"
+
+    def load(arg: str, p: str) -> str:
+        size = 4 if elem == "f32" else 8
+        return f"""
+  %{p}.al = getelementptr {desc}, ptr %{arg}, i32 0, i32 1
+  %{p}.base = load ptr, ptr %{p}.al
+  %{p}.offp = getelementptr {desc}, ptr %{arg}, i32 0, i32 2
+  %{p}.off = load i64, ptr %{p}.offp
+  %{p}.ptr = getelementptr {t}, ptr %{p}.base, i64 %{p}.off
+  %{p}.s0p = getelementptr {desc}, ptr %{arg}, i32 0, i32 3, i64 0
+  %{p}.d0 = load i64, ptr %{p}.s0p
+  %{p}.s1p = getelementptr {desc}, ptr %{arg}, i32 0, i32 3, i64 1
+  %{p}.d1 = load i64, ptr %{p}.s1p
+  %{p}.t0p = getelementptr {desc}, ptr %{arg}, i32 0, i32 4, i64 0
+  %{p}.st0 = load i64, ptr %{p}.t0p
+  %{p}.t1p = getelementptr {desc}, ptr %{arg}, i32 0, i32 4, i64 1
+  %{p}.st1 = load i64, ptr %{p}.t1p
+  %{p}.unit = icmp eq i64 %{p}.st1, 1
+  %{p}.narrow = icmp sle i64 %{p}.d1, 1
+  %{p}.rowmajor = or i1 %{p}.unit, %{p}.narrow
+  %{p}.trans = select i1 %{p}.rowmajor, i32 111, i32 112
+  %{p}.ld.r0 = call i64 @llvm.smax.i64(i64 %{p}.st0, i64 %{p}.d1)
+  %{p}.ld.c0 = call i64 @llvm.smax.i64(i64 %{p}.st1, i64 %{p}.d0)
+  %{p}.ld.s = select i1 %{p}.rowmajor, i64 %{p}.ld.r0, i64 %{p}.ld.c0
+  %{p}.ld = call i64 @llvm.smax.i64(i64 %{p}.ld.s, i64 1)""" + ("" if size else "")
+
+    return f"""declare i64 @llvm.smax.i64(i64, i64)
+
+define void @_mlir_ciface_{name}(ptr %a, ptr %b, ptr %c) {{
+{load("a", "A")}
+{load("b", "B")}
+{load("c", "C")}
+  %fn = inttoptr i64 {gemm_address} to ptr
+  %ldc = call i64 @llvm.smax.i64(i64 %C.d1, i64 1)
+  call void %fn(i32 101, i32 %A.trans, i32 %B.trans, i64 %A.d0, i64 %B.d1, i64 %A.d1, {t} {one}, ptr %A.ptr, i64 %A.ld, ptr %B.ptr, i64 %B.ld, {t} {zero}, ptr %C.ptr, i64 %ldc)
+  ret void
+}}
+"""
+
+
+_blas_lock = threading.Lock()
+_blas_kernels: dict[str, Kernel] = {}
+
+
+def blas_matmul_kernel(elem: str) -> Kernel:
+    """The BLAS matmul kernel for f32/f64 (one per process: it embeds the gemm address, so it is not cached)."""
+    from fusebind.lowering.codegen import compile_llvm_ir
+
+    if elem not in _CBLAS:
+        raise StaticKernelError(f"no BLAS matmul for {elem}; BLAS covers f32 and f64")
+    with _blas_lock:
+        if elem not in _blas_kernels:
+            name = f"fb_blas_{_CBLAS[elem][2]}"
+            ir = blas_thunk_ir(elem, blas_gemm_address(elem), name)
+            code = compile_llvm_ir(ir, f"_mlir_ciface_{name}")
+            sig = KernelSignature(((DType(elem), 2), (DType(elem), 2)), ((DType(elem), 2),))
+            k = Kernel.from_object(code, f"_mlir_ciface_{name}", signature=sig)
+            _blas_kernels[elem] = Kernel(k.function, k.signature, k.address, f"blas:{_CBLAS[elem][2]}", k.keepalive)
+        return _blas_kernels[elem]
+
+
+# --------------------------------------------------------------------------- binding
+
+_default_lock = threading.Lock()
+_default: StaticKernels | None = None
+
+
+def default_static_kernels() -> StaticKernels:
+    global _default  # one lazily created memo per process, like the global binding table
+    with _default_lock:
+        if _default is None:
+            _default = StaticKernels()
+        return _default
+
+
+def ensure_static_kernel(op: str, dtypes: Iterable[DType | str], rank: int, *,
+                         kernels: StaticKernels | None = None, **attrs: Any) -> BindingRow:
+    """Build (on first request) the static kernel for (op, dtypes, rank, attrs) and bind it
+    under `BindingKey.static(op)` on `cpu`; returns its row. Idempotent."""
+    req = StaticRequest.of(op, dtypes, rank, **attrs)
+    try:
+        kernel = (kernels or default_static_kernels()).kernel_for(req)
+    except LoweringError:
+        raise
+    key = BindingKey.static(op)
+
+    def bind(builder: Any) -> BindingRow:
+        row = builder.find_kernel(key, req.dtypes, BACKEND, kernel)
+        if row is not None:
+            return row
+        return builder.bind(key, req.dtypes, BACKEND, kernel, caps=req.caps | {f"rank={req.rank}"},
+                            source=kernel.source)
+
+    return extend_global_bindings(bind)
