@@ -87,8 +87,8 @@ class PrimOp(IRDLOperation):
     # --- verification helpers ---------------------------------------------
     def _elem(self, value: SSAValue, what: str) -> str:
         t = value.type
-        if not isinstance(t, TensorType):
-            raise VerifyException(f"{self.name}: {what} must be a ranked tensor, found {t}")
+        if not isinstance(t, TensorType):  # the IRDL constraint has already refused this
+            raise ValueError(f"{self.name}: {what} is not a ranked tensor: {t}")
         try:
             return element_type_name(t.element_type)
         except ValueError:
