@@ -344,9 +344,17 @@ class _FunctionOptimizer:
             self.block.insert_op_before(acc.region, first)
             for old, new in zip(acc.outputs, acc.region.results):
                 old.replace_uses_with_if(new, lambda use, ops=set(acc.candidate.ops): use.operation not in ops)
+        constants: dict[Operation, None] = {}
         for acc in self.accepted:
+            for op in acc.candidate.ops:
+                for v in op.operands:
+                    if _inlined_constant(v.owner if isinstance(v.owner, Operation) else None):
+                        constants[v.owner] = None  # type: ignore[index]
             for op in reversed(acc.candidate.ops):
                 self.block.erase_op(op, safe_erase=False)
+        for const in constants:  # cloned into the regions; drop the copies nobody reads now
+            if not any(r.uses for r in const.results):
+                self.block.erase_op(const)
         _topological_reorder(self.block)
 
 
