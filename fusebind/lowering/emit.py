@@ -280,8 +280,7 @@ class _Emitter:
             raise ScalarEmitError(f"{op.name}: reductions over i1 are not lowered; cast to i32 first")
         acc = b.bind(self.fresh("a"), acc_elem)
         v = b.cast(xv, acc_elem)
-        combine = {"sum": b.add, "mean": b.add, "prod": b.mul, "max": b.maximum, "min": b.minimum}[base]
-        result = combine(acc, v) if base in ("max", "min") else combine(v, acc)
+        result = b.combine_reassoc("sum" if base == "mean" else base, acc, v)
         red = self._generic([x], maps, iters, out_shape_l, acc_elem, [xin, acc], b, result, filled)
         if base == "mean":
             red = self._scale_by_count(red, x, axes)

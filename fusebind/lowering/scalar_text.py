@@ -146,6 +146,17 @@ class TextScalarBuilder:
     def minimum(self, a: str, b: str) -> str:
         return self._select_first("lt", a, b)
 
+    def combine_reassoc(self, kind: str, acc: str, x: str) -> str:
+        """A reduction step LLVM may reorder (so the loop vectorizes): float sum/prod with
+        `reassoc`, max/min as `arith.maximumf`/`minimumf` (NaN-propagating; only the sign of a
+        zero result can differ from numpy when both zeros occur). Integers: the exact ops."""
+        e = self.elem(acc)
+        if not is_float(e):
+            return {"sum": self.add, "prod": self.mul, "max": self.maximum, "min": self.minimum}[kind](acc, x)
+        op = {"sum": "addf", "prod": "mulf", "max": "maximumf", "min": "minimumf"}[kind]
+        flags = " fastmath<reassoc>" if kind in ("sum", "prod") else ""
+        return self._op(f"arith.{op} {acc}, {x}{flags} : {e}", e)
+
     def _math(self, fn: str, *args: str) -> str:
         e = self.elem(args[0])
         if not is_float(e):
