@@ -1,0 +1,66 @@
+"""`fusebind.compile(mlir_text, entry=...)`: the jit callable for MLIR input.
+
+Owns `CompiledFunction`: one module parsed once (prim ops, optionally
+fused.region ops already), the same interface as a jit function (`.mlir`,
+`.optimized`, `.explain`, `.stats`), and argument checks against the
+function's declared types.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from fusebind.api.jit import default_optimizer
+from fusebind.runtime.executor import Executor
+
+
+class CompiledFunction:
+    """An MLIR function callable on numpy arrays."""
+
+    def __init__(self, text: str, entry: str | None = None, *, optimize: bool = True, background: bool = False,
+                 verify: bool = False, verify_action: str = "raise", backend: str = "cpu",
+                 threads: int | None = None, cache: Any = None,
+                 before_compile: Callable[[str], None] | None = None) -> None:
+        from fusebind.dialect import parse_module
+
+        self.module = parse_module(text)
+        self._executor = Executor(self.module, entry, optimize=default_optimizer(backend) if optimize else None,
+                                  backend=backend, verify=verify, verify_action=verify_action,
+                                  background=background, threads=threads, cache=cache,
+                                  before_compile=before_compile)
+        self.name = self._executor.name
+
+    def __call__(self, *args: Any) -> Any:
+        return self._executor(*args)
+
+    @property
+    def executor(self) -> Executor:
+        return self._executor
+
+    def mlir(self, *args: Any) -> str:
+        from fusebind.dialect import print_module
+
+        return print_module(self.module)
+
+    def optimized(self, *args: Any) -> str:
+        from fusebind.dialect import print_module
+
+        self._executor.plan_for([np.asarray(a) for a in args])
+        return print_module(self._executor.optimized_module)
+
+    def explain(self, *args: Any) -> str:
+        return self._executor.explain([np.asarray(a) for a in args])
+
+    def wait_compiled(self, timeout: float | None = None) -> bool:
+        return self._executor.wait_compiled(timeout)
+
+    @property
+    def stats(self) -> Any:
+        return self._executor.stats
+
+
+def compile(text: str, entry: str | None = None, **options: Any) -> CompiledFunction:  # noqa: A001
+    """Compile MLIR text (prim dialect) to a callable; options as for `fusebind.jit`."""
+    return CompiledFunction(text, entry, **options)

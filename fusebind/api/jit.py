@@ -1,0 +1,136 @@
+"""`fusebind.jit`: the callable a user gets for a traced Python function.
+
+Owns `JitFunction` (per-signature cache of traced modules and their
+executors, `.mlir`, `.optimized`, `.explain`, `.stats`) and `jit` (the
+decorator, with or without options) and `default_optimizer` (the
+capability-gated `optimize_graph` against the table snapshot). A new input
+signature (shapes and dtypes) is traced once; later calls with it go
+straight to its executor.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from fusebind.api.errors import ArgumentError
+from fusebind.api.trace import SUPPORTED, parameter_names, trace
+from fusebind.runtime.executor import Executor
+
+
+def default_optimizer(backend: str) -> Callable[[Any, Any], Any]:
+    """optimize_graph over the given table snapshot, gated by fused_kernel_available_in."""
+    def optimize(module: Any, table: Any) -> Any:
+        from fusebind.compiler.context import OptimizationContext
+        from fusebind.compiler.optimize import optimize_graph
+        from fusebind.runtime.fused_kernels import fused_kernel_available_in
+
+        ctx = OptimizationContext(bindings=table, kernel_query=fused_kernel_available_in, backend=backend)
+        return optimize_graph(module, ctx)
+    return optimize
+
+
+@dataclass
+class JitStats:
+    """Summed over every signature: calls, traces, compiles, cache hits and time per arm."""
+
+    calls: int = 0
+    traces: int = 0
+    compiles: int = 0
+    cache_hits: int = 0
+    plans: int = 0
+    arm0_calls: int = 0
+    fused_calls: int = 0
+    arm0_seconds: float = 0.0
+    fused_seconds: float = 0.0
+
+
+class JitFunction:
+    """A traced, optimized, compiled version of `fn` (see `fusebind.jit`)."""
+
+    def __init__(self, fn: Callable[..., Any], *, background: bool = False, verify: bool = False,
+                 verify_action: str = "raise", backend: str = "cpu", threads: int | None = None,
+                 cache: Any = None, before_compile: Callable[[str], None] | None = None) -> None:
+        self.fn = fn
+        self.name = getattr(fn, "__name__", "fn")
+        self._options = dict(background=background, verify=verify, verify_action=verify_action, backend=backend,
+                             threads=threads, cache=cache, before_compile=before_compile)
+        self._executors: dict[Any, Executor] = {}
+        self._traces = 0
+        functools.update_wrapper(self, fn)
+
+    # ------------------------------------------------------------------ calls
+    def __call__(self, *args: Any) -> Any:
+        arrays = [a if type(a) is np.ndarray else np.asarray(a) for a in args]
+        sig = tuple((a.shape, a.dtype) for a in arrays)
+        ex = self._executors.get(sig)
+        if ex is None:
+            ex = self.executor(*arrays)
+        return ex.run_signature(sig, arrays)
+
+    def executor(self, *args: Any) -> Executor:
+        """The executor for arguments like these (traced on first use)."""
+        arrays = [np.asarray(a) for a in args]
+        sig = tuple((a.shape, a.dtype) for a in arrays)
+        ex = self._executors.get(sig)
+        if ex is not None:
+            return ex
+        names = parameter_names(self.fn, len(arrays))
+        for i, a in enumerate(arrays):
+            if a.dtype not in SUPPORTED:
+                raise ArgumentError(f"fusebind: argument '{names[i]}' (#{i}) of '{self.name}': dtype {a.dtype} is "
+                                    "not supported; use float32, float64, int32, int64 or bool (native byte order)")
+        module = trace(self.fn, arrays, names, self.name)
+        self._traces += 1
+        ex = Executor(module, self.name, name=self.name, optimize=default_optimizer(self._options["backend"]),
+                      arg_names=names, **self._options)
+        self._executors[sig] = ex
+        return ex
+
+    # ------------------------------------------------------------------ inspection
+    def mlir(self, *args: Any) -> str:
+        """The traced module (prim ops) for arguments like these."""
+        from fusebind.dialect import print_module
+
+        return print_module(self.executor(*args).module)
+
+    def optimized(self, *args: Any) -> str:
+        """The module after fusion against the current table (text)."""
+        from fusebind.dialect import print_module
+
+        ex = self.executor(*args)
+        ex.plan_for([np.asarray(a) for a in args])
+        return print_module(ex.optimized_module)
+
+    def explain(self, *args: Any) -> str:
+        """Regions, ids, costs, chosen arms and gate decisions, for a person."""
+        return self.executor(*args).explain([np.asarray(a) for a in args])
+
+    def wait_compiled(self, timeout: float | None = None) -> bool:
+        """Wait for background compilation of every signature; False on timeout."""
+        return all(ex.wait_compiled(timeout) for ex in list(self._executors.values()))
+
+    @property
+    def stats(self) -> JitStats:
+        s = JitStats(traces=self._traces)
+        for ex in self._executors.values():
+            st = ex.stats
+            s.calls += st.calls
+            s.compiles += st.compiles
+            s.cache_hits += st.cache_hits
+            s.plans += st.plans
+            s.arm0_calls += st.arms.arm0_calls
+            s.fused_calls += st.arms.fused_calls
+            s.arm0_seconds += st.arms.arm0_seconds
+            s.fused_seconds += st.arms.fused_seconds
+        return s
+
+
+def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """`@fb.jit` or `@fb.jit(background=True, verify=False, backend="cpu", threads=None)`."""
+    if fn is None:
+        return lambda f: JitFunction(f, **options)
+    return JitFunction(fn, **options)

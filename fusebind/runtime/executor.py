@@ -1,0 +1,265 @@
+"""The executor: runs one function of a module on numpy arrays.
+
+Owns `Executor` (per-signature plan cache, re-planning when the binding
+table's generation moves, argument checks, stats, `explain`) and re-exports
+`compile_one` / `KernelMiss` (resolve.py), `FusedArmMismatch` (plan.py).
+
+Flow per call: look the input signature (shapes, dtypes) up in the plan
+cache; if the plan is missing or was built against an older table
+generation, (re)optimize the module against the current snapshot, build the
+plan, and hand its work order (regions whose fused arm is not bound) to the
+`RegionCompiler` — synchronously, or on its worker with `background=True`,
+in which case calls run arm 0 until the adoption bumps the generation.
+
+Must not: write the binding table itself (tiering.py and static_kernels.py
+do, through their APIs).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from fusebind.runtime.bindings import BindingTable, bindings_generation, global_bindings, parse_backend
+from fusebind.runtime.plan import (
+    ArmStats,
+    FusedArmMismatch,
+    FusedArmMismatchWarning,
+    Plan,
+    PlanOptions,
+    UnsupportedOperation,
+    build_plan,
+    describe_decisions,
+)
+from fusebind.runtime.resolve import KernelMiss, ResolvedKernel, compile_one
+from fusebind.runtime.tiering import RegionCompiler
+
+__all__ = [
+    "ArgumentError", "Executor", "ExecutorStats", "FusedArmMismatch", "FusedArmMismatchWarning", "KernelMiss",
+    "ResolvedKernel", "UnsupportedOperation", "compile_one", "format_array_type",
+]
+
+Optimizer = Callable[[Any, BindingTable], Any]
+
+
+class ArgumentError(TypeError, ValueError):
+    """A call argument has the wrong dtype, rank or shape, or the wrong count."""
+
+
+def format_array_type(dtype: Any, shape: Sequence[int | None]) -> str:
+    """`float32[4,8]` (a dynamic dim prints as `?`)."""
+    return f"{np.dtype(dtype)}[{','.join('?' if d is None else str(d) for d in shape)}]"
+
+
+@dataclass
+class ExecutorStats:
+    """What an executor did: calls, plans built, plan-cache hits, kernels
+    compiled, and calls/seconds per arm (region steps only)."""
+
+    calls: int = 0
+    plans: int = 0
+    cache_hits: int = 0
+    arms: ArmStats = field(default_factory=ArmStats)
+    compiler: RegionCompiler | None = field(default=None, repr=False)
+
+    @property
+    def compiles(self) -> int:
+        return self.compiler.compiles if self.compiler is not None else 0
+
+    def as_dict(self) -> dict[str, float]:
+        a = self.arms
+        return {"calls": self.calls, "plans": self.plans, "cache_hits": self.cache_hits, "compiles": self.compiles,
+                "arm0_calls": a.arm0_calls, "fused_calls": a.fused_calls, "arm0_seconds": a.arm0_seconds,
+                "fused_seconds": a.fused_seconds}
+
+    def __repr__(self) -> str:
+        return "ExecutorStats(" + ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}"
+                                            for k, v in self.as_dict().items()) + ")"
+
+
+def _arg_name(value: Any, index: int) -> str:
+    hint = getattr(value, "name_hint", None)
+    return hint if hint else f"arg{index}"
+
+
+class Executor:
+    """Runs `entry` of `module` (prim ops and fused regions) on numpy arrays.
+
+    optimize(module_copy, table) -> module: the optimizer, re-run when the
+    table generation moves (None: run the module as given).
+    verify: also run arm 0 beside every fused arm and compare
+    (`verify_action` "raise" -> FusedArmMismatch, "warn" -> a warning).
+    background: compile fused arms on a worker; calls run arm 0 meanwhile.
+    threads: split large elementwise kernels over this many threads.
+    """
+
+    def __init__(self, module: Any, entry: str | None = None, *, name: str | None = None,
+                 optimize: Optimizer | None = None, backend: str = "cpu", verify: bool = False,
+                 verify_action: str = "raise", background: bool = False, threads: int | None = None,
+                 cache: Any = None, static_kernels: Any = None,
+                 before_compile: Callable[[str], None] | None = None,
+                 arg_names: Sequence[str] | None = None) -> None:
+        from fusebind.dialect.types import elem_of, numpy_dtype, shape_of
+
+        if verify_action not in ("raise", "warn"):
+            raise ValueError(f"verify_action must be 'raise' or 'warn', got {verify_action!r}")
+        self.module = module
+        self.func = _pick_func(module, entry)
+        self.name = name or self.func.sym_name.data
+        self._optimize = optimize
+        threads = _default_threads() if threads is None else int(threads)
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1 (or None for the CPU count), got {threads}")
+        self.options = PlanOptions(backend=parse_backend(backend), verify=verify, verify_action=verify_action,
+                                   threads=threads, static_kernels=static_kernels)
+        self.compiler = RegionCompiler(backend=self.options.backend, background=background, cache=cache,
+                                       before_compile=before_compile)
+        self.stats = ExecutorStats(compiler=self.compiler)
+        args = self.func.body.blocks[0].args
+        self.arg_names = list(arg_names) if arg_names is not None else [_arg_name(a, i) for i, a in enumerate(args)]
+        self.arg_types = [(numpy_dtype(elem_of(a.type)), shape_of(a.type)) for a in args]
+        self._plans: dict[Any, Plan] = {}
+        self._optimized: tuple[int, Any] | None = None
+        self._work_items: list[Any] = []
+        self.optimized_module: Any = module
+        self.decisions: list[Any] = []  # the optimizer's decisions (fused / gated / rejected)
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ calls
+    def __call__(self, *args: Any) -> Any:
+        arrays = [a if type(a) is np.ndarray else np.asarray(a) for a in args]
+        return self.run_signature(tuple((a.shape, a.dtype) for a in arrays), arrays)
+
+    def run_signature(self, sig: Any, arrays: list[np.ndarray]) -> Any:
+        """Run with a precomputed signature key `((shape, dtype), ...)`."""
+        plan = self._plans.get(sig)
+        if plan is None or plan.generation != bindings_generation():
+            plan = self.plan_for(arrays, sig)
+        else:
+            self.stats.cache_hits += 1
+        outs = plan.run(arrays)
+        self.stats.calls += 1
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    # ------------------------------------------------------------------ planning
+    def check_arguments(self, arrays: Sequence[np.ndarray]) -> None:
+        """Raise ArgumentError naming the first argument that does not fit."""
+        names = self.arg_names
+        if len(arrays) != len(self.arg_types):
+            raise ArgumentError(f"fusebind: '{self.name}' takes {len(self.arg_types)} arguments "
+                                f"({', '.join(names)}), got {len(arrays)}")
+        for i, (a, (dtype, shape)) in enumerate(zip(arrays, self.arg_types)):
+            fits = (a.dtype == dtype and a.ndim == len(shape)
+                    and all(d is None or d == s for d, s in zip(shape, a.shape)))
+            if not fits:
+                raise ArgumentError(f"fusebind: argument '{names[i]}' (#{i}) of '{self.name}': expected "
+                                    f"{format_array_type(dtype, shape)}, got {format_array_type(a.dtype, a.shape)}")
+
+    def plan_for(self, arrays: Sequence[np.ndarray], sig: Any = None) -> Plan:
+        """The current plan for these arguments (built, compiled and cached as needed)."""
+        arrays = [a if type(a) is np.ndarray else np.asarray(a) for a in arrays]
+        sig = sig if sig is not None else tuple((a.shape, a.dtype) for a in arrays)
+        with self._lock:
+            plan = self._plans.get(sig)
+            if plan is not None and plan.generation == bindings_generation():
+                return plan
+            self.check_arguments(arrays)
+            for _ in range(3):
+                table = global_bindings()
+                func = self.optimized_func(table)
+                plan = build_plan(func, table, self.options, self.stats.arms, self._fused_id_of,
+                                  self.compiler.splittable_addresses)
+                self.stats.plans += 1
+                work = list(plan.work_order) + [(f"id:{w.fused_id}", w.region) for w in self._work_items]
+                if not work:
+                    break
+                before = bindings_generation()
+                self.compiler.submit(work)
+                if self.compiler.background or bindings_generation() == before:
+                    break
+            self._plans[sig] = plan  # type: ignore[assignment]
+            return plan  # type: ignore[return-value]
+
+    def optimized_func(self, table: BindingTable | None = None) -> Any:
+        """The entry function after optimization against `table` (cached per generation)."""
+        table = table if table is not None else global_bindings()
+        with self._lock:
+            if self._optimized is not None and self._optimized[0] == table.generation:
+                return self._optimized[1]
+            self._work_items, self.decisions = [], []
+            self.optimized_module = self.module
+            if self._optimize is None:
+                func = self.func
+            else:
+                result = self._optimize(self.module.clone(), table)
+                module = getattr(result, "module", result)  # an OptimizeResult, or a bare module
+                self._work_items = list(getattr(result, "work_order", ()))
+                self.decisions = list(getattr(result, "decisions", ()))
+                func = _pick_func(module, self.func.sym_name.data)
+                self.optimized_module = module
+            self._optimized = (table.generation, func)
+            return func
+
+    def _fused_id_of(self, region: Any) -> tuple[int, str]:
+        from fusebind.compiler.recipes import canonical_recipe, global_recipes
+
+        try:
+            canonical = canonical_recipe(region)
+        except Exception:  # not a valid recipe: no id, and nothing to compile
+            return region.id, "!failed"
+        record = self.compiler.records.get(canonical)
+        if record is not None and record.error is not None:
+            return region.id, "!failed"
+        if record is not None and record.fused_id:
+            return record.fused_id, canonical
+        return region.id or (global_recipes().id_of(region) or 0), canonical
+
+    def wait_compiled(self, timeout: float | None = None) -> bool:
+        """Wait for background compilation to finish; False on timeout."""
+        return self.compiler.wait(timeout)
+
+    # ------------------------------------------------------------------ explain
+    def explain(self, arrays: Sequence[np.ndarray]) -> str:
+        """Regions, ids, costs, chosen arms and why, for these arguments."""
+        plan = self.plan_for(arrays)
+        arrays = [np.asarray(a) for a in arrays]
+        params = ", ".join(f"{n}: {format_array_type(a.dtype, a.shape)}" for n, a in zip(self.arg_names, arrays))
+        lines = [f"fusebind plan for '{self.name}'({params}) on {self.options.backend!r}, "
+                 f"table generation {plan.generation}"]
+        if not plan.decisions:
+            lines.append("no fused regions: every op runs as a primitive")
+        lines += describe_decisions(plan.decisions)
+        for d in self.decisions:
+            if getattr(d, "verdict", "fused") != "fused":
+                lines.append("gate/fusion: " + d.remark().removeprefix("remark: "))
+        for canonical, record in self.compiler.records.items():
+            if record.error:
+                lines.append(f"compile of @{record.name} failed: {record.error}")
+        lines += [f"note: {n}" for n in plan.notes]
+        return "\n".join(lines)
+
+
+def _default_threads() -> int:
+    import os
+
+    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+
+
+def _pick_func(module: Any, entry: str | None) -> Any:
+    from xdsl.dialects import func as func_d
+
+    funcs = {op.sym_name.data: op for op in module.ops if isinstance(op, func_d.FuncOp) and op.body.blocks}
+    if entry is not None:
+        if entry not in funcs:
+            raise KeyError(f"fusebind: no function @{entry} in the module; it defines "
+                           f"{', '.join('@' + n for n in funcs) or 'none'}")
+        return funcs[entry]
+    if len(funcs) == 1:
+        return next(iter(funcs.values()))
+    if "main" in funcs:
+        return funcs["main"]
+    raise KeyError(f"fusebind: cannot choose an entry among {', '.join('@' + n for n in funcs) or 'no functions'}; "
+                   "pass entry='<name>'")

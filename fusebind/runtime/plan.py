@@ -1,0 +1,410 @@
+"""Plans: one function of prim ops and fused regions, resolved against one
+table snapshot for one input signature, as a list of steps.
+
+Owns `Plan`, `build_plan`, `RegionDecision` (what `explain` shows) and
+`FusedArmMismatch`. A region step has arms: arm 0 is its primitives (always
+present; resolved lazily, the first time it must run), the fused arm is its
+kernel under `RuntimeFused(id)`, used when priced and cheaper than arm 0.
+An unpriced arm (UNKNOWN_COST) is skipped, never treated as free.
+
+Primitive steps resolve through `compile_one` (`Static(KIND)`); a miss asks
+static_kernels.py to build the kernel, and ops without a generated kernel
+(reshape, broadcast_to, constant: views and constants), or with a signature
+it refuses, run as their numpy reference (recorded in the plan's notes).
+
+Buffers: outputs of kernel steps that the function does not return are
+allocated once per plan and reused; returned values are fresh arrays per
+call. A plan runs under its own lock (its buffers are shared).
+
+Must not: compile fused kernels (tiering.py), or validate user input
+(executor.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from fusebind.compiler.cost import UNKNOWN_COST, Cost, MachineModel, cheaper, compose_primitives_cost
+from fusebind.runtime.bindings import BindingTable
+from fusebind.runtime.call import KernelCall
+from fusebind.runtime.resolve import KernelMiss, compile_one, static_attrs
+
+Env = list[Any]
+Step = Callable[[Env], None]
+
+
+class FusedArmMismatch(ArithmeticError):
+    """Verify mode: a region's fused arm disagrees with its arm 0."""
+
+    def __init__(self, message: str, region: str, fused_id: int) -> None:
+        super().__init__(message)
+        self.region = region
+        self.fused_id = fused_id
+
+
+class FusedArmMismatchWarning(UserWarning):
+    """Verify mode with `verify_action="warn"`: the same finding as a warning."""
+
+
+class UnsupportedOperation(TypeError):
+    """The function holds an op the executor cannot run."""
+
+
+@dataclass
+class PlanOptions:
+    backend: str = "cpu"
+    verify: bool = False
+    verify_action: str = "raise"  # or "warn"
+    threads: int = 1
+    static_kernels: Any = None  # a StaticKernels, or None for the process default
+    machine: MachineModel = field(default_factory=MachineModel.default)
+
+
+@dataclass
+class ArmStats:
+    """Calls and seconds per arm, summed over every plan of an executor."""
+
+    arm0_calls: int = 0
+    fused_calls: int = 0
+    arm0_seconds: float = 0.0
+    fused_seconds: float = 0.0
+
+
+@dataclass
+class RegionDecision:
+    """Why a region runs the arm it runs (for `explain`)."""
+
+    name: str
+    fused_id: int
+    ops: list[str]
+    arm0_cost: Cost
+    fused_cost: Cost
+    arm: str  # "fused" or "arm 0"
+    reason: str
+    splits: int = 1
+
+
+def _fmt_cost(cost: Cost) -> str:
+    if not cost.is_known:
+        return "UNKNOWN_COST"
+    return f"{cost.ns / 1000:.3g} us ({cost.flops:.3g} flop, {cost.bytes:.3g} B, {cost.trust})"  # type: ignore[union-attr]
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    from fusebind.dialect.types import is_static, shape_of
+
+    s = shape_of(value.type)
+    return tuple(int(d) for d in s) if is_static(s) else None  # type: ignore[arg-type]
+
+
+def _np_dtype(value: Any) -> np.dtype:
+    from fusebind.dialect.types import elem_of, numpy_dtype
+
+    return numpy_dtype(elem_of(value.type))
+
+
+def _contig(a: Any) -> np.ndarray:
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
+class _Builder:
+    """Turns one block's ops into steps over a shared environment of slots."""
+
+    def __init__(self, table: BindingTable, options: PlanOptions, stats: ArmStats,
+                 fused_ids: Callable[[Any], tuple[int, str]], splittable: set[int]) -> None:
+        self.table = table
+        self.options = options
+        self.stats = stats
+        self.fused_ids = fused_ids
+        self.splittable = splittable
+        self.slots: dict[Any, int] = {}
+        self.stable: set[int] = set()  # slots whose array outlives a call (args, constants, buffers, their views)
+        self.returned: set[Any] = set()
+        self.notes: list[str] = []
+        self.decisions: list[RegionDecision] = []
+        self.work_order: list[tuple[str, Any]] = []
+
+    def slot(self, value: Any) -> int:
+        s = self.slots.get(value)
+        if s is None:
+            s = self.slots[value] = len(self.slots)
+        return s
+
+    # ------------------------------------------------------------ outputs
+    def _out_array(self, value: Any) -> Callable[[], np.ndarray]:
+        shape, dtype = _shape(value), _np_dtype(value)
+        if value in self.returned:
+            return lambda: np.empty(shape, dtype)  # type: ignore[arg-type]
+        buf = np.empty(shape, dtype)  # type: ignore[arg-type]
+        self.stable.add(self.slot(value))
+        return lambda: buf
+
+    # ------------------------------------------------------------ primitives
+    def prim_steps(self, ops: list[Any]) -> list[Step]:
+        return [self.prim_step(op) for op in ops]
+
+    def prim_step(self, op: Any) -> Step:
+        from fusebind.dialect.prim import ConstantOp, ElementwiseOp, MatmulOp, PrimOp, ShapeOp
+
+        if not isinstance(op, PrimOp):
+            raise UnsupportedOperation(
+                f"fusebind: the executor cannot run '{op.name}'; a function may hold prim ops, fused.region "
+                "and func.return")
+        out = self.slot(op.results[0])
+        ins = [self.slot(v) for v in op.operands]
+        if isinstance(op, ConstantOp):
+            value = op.reference()
+            value.flags.writeable = False
+            self.stable.add(out)
+
+            def const(env: Env) -> None:
+                env[out] = value
+            return const
+        shapes = [_shape(v) for v in (*op.operands, *op.results)]
+        kernel_ok = all(s is not None for s in shapes) and (not isinstance(op, ShapeOp) or op.KIND == "transpose")
+        if isinstance(op, MatmulOp) and any(len(s or ()) != 2 for s in shapes):
+            kernel_ok = False  # the static matmul kernel is 2-d only
+        if kernel_ok:
+            resolved = self._resolve_static(op)
+            if resolved is not None:
+                return self._kernel_step(op, resolved, ins, out, elementwise=isinstance(op, ElementwiseOp))
+        return self._reference_step(op, ins, out)
+
+    def _resolve_static(self, op: Any) -> Any:
+        try:
+            return compile_one(op, self.table, self.options.backend)
+        except KernelMiss:
+            pass
+        try:
+            from fusebind.runtime.static_kernels import default_static_kernels, ensure_static_kernel
+            from fusebind.runtime.bindings import global_bindings
+
+            rank, attrs = static_attrs(op)
+            dtypes = [d.value for d in compile_dtypes(op)]
+            ensure_static_kernel(op.KIND, dtypes, rank,
+                                 kernels=self.options.static_kernels or default_static_kernels(), **attrs)
+            return compile_one(op, global_bindings(), self.options.backend)
+        except Exception as exc:  # no static kernel: the numpy reference runs the op
+            self.notes.append(f"{op.name}: no static kernel ({type(exc).__name__}: {exc}); runs its numpy reference")
+            return None
+
+    def _kernel_step(self, op: Any, resolved: Any, ins: list[int], out: int, elementwise: bool) -> Step:
+        in_shapes = [_shape(v) for v in op.operands]
+        out_shape = _shape(op.results[0])
+        call = KernelCall(resolved.kernel, in_shapes, [out_shape],  # type: ignore[list-item]
+                          broadcast_inputs_to=out_shape if elementwise else None,
+                          splittable=elementwise and bool(out_shape), threads=self.options.threads)
+        alloc = self._out_array(op.results[0])
+
+        def run(env: Env) -> None:
+            o = alloc()
+            call([*(_contig(env[i]) for i in ins), o])
+            env[out] = o
+        return run
+
+    def _reference_step(self, op: Any, ins: list[int], out: int) -> Step:
+        from fusebind.dialect.prim import BroadcastToOp, ReshapeOp
+
+        ref = op.reference
+        if isinstance(op, (ReshapeOp, BroadcastToOp)) and any(i in self.stable for i in ins):
+            self.stable.add(out)  # a view of something that outlives the call
+
+        def run(env: Env) -> None:
+            env[out] = ref(*(env[i] for i in ins))
+        return run
+
+    # ------------------------------------------------------------ regions
+    def region_step(self, region: Any) -> Step:
+        from fusebind.compiler.cost import compose_region_cost
+
+        fused_id, canonical = self.fused_ids(region)
+        body = list(region.body.blocks[0].ops)
+        yield_op, body_ops = body[-1], body[:-1]
+        name = region.region_name
+        arm0_cost = compose_primitives_cost(body_ops, self.options.machine)
+        fused_cost: Cost = UNKNOWN_COST
+        decision = RegionDecision(name, fused_id, [op.name for op in body_ops], arm0_cost, fused_cost, "arm 0", "")
+        self.decisions.append(decision)
+        operand_slots = [self.slot(v) for v in region.operands]
+        arg_slots = [self.slot(a) for a in region.body.blocks[0].args]
+        result_slots = [self.slot(v) for v in region.results]
+        yield_slots = [self.slot(v) for v in yield_op.operands]
+        arm0_box: list[list[Step]] = []
+
+        def arm0_steps() -> list[Step]:
+            if not arm0_box:
+                arm0_box.append(self.prim_steps(body_ops))
+            return arm0_box[0]
+
+        def run_arm0(env: Env) -> list[Any]:
+            for a, o in zip(arg_slots, operand_slots):
+                env[a] = env[o]
+            for step in arm0_steps():
+                step(env)
+            return [env[y] for y in yield_slots]
+
+        call = None
+        shapes_static = all(_shape(v) is not None for v in (*region.operands, *region.results))
+        try:
+            resolved = compile_one(region, self.table, self.options.backend, fused_id=fused_id)
+        except KernelMiss as miss:
+            resolved = None
+            if not shapes_static:
+                decision.reason = "fused arm needs static shapes; runs arm 0"
+            elif canonical == "!failed":
+                decision.reason = "fused arm failed to compile (see notes); runs arm 0"
+            else:
+                decision.reason = f"fused arm not bound yet ({miss.key!r}); queued for compilation, runs arm 0"
+                self.work_order.append((canonical, region.clone()))
+        if resolved is not None:
+            decision.fused_id = resolved.key.fused_id or fused_id
+            decision.fused_cost = fused_cost = resolved.cost
+            if not fused_cost.is_known:
+                decision.reason = "fused arm is unpriced (UNKNOWN_COST): skipped, never treated as free"
+            elif not cheaper(fused_cost, arm0_cost):
+                decision.reason = "fused arm is not cheaper than its primitives"
+            else:
+                decision.arm = "fused"
+                decision.reason = "fused arm is priced and cheaper than its primitives"
+                call = KernelCall(resolved.kernel, [_shape(v) for v in region.operands],  # type: ignore[misc]
+                                  [_shape(v) for v in region.results],
+                                  splittable=resolved.kernel.address in self.splittable,
+                                  threads=self.options.threads)
+                decision.splits = call.chunks
+        stats = self.stats
+        if call is None:
+            if not decision.reason:
+                decision.reason = "runs arm 0"
+            arm0_steps()  # resolve now: arm 0 is the arm that runs
+
+            def run0(env: Env) -> None:
+                t = time.perf_counter()
+                outs = run_arm0(env)
+                for r, v in zip(result_slots, outs):
+                    env[r] = v
+                stats.arm0_seconds += time.perf_counter() - t
+                stats.arm0_calls += 1
+            for r, y in zip(result_slots, yield_slots):
+                if y in self.stable or (y in arg_slots):
+                    self.stable.add(r)
+            return run0
+        allocs = [self._out_array(v) for v in region.results]
+        kcall = call
+        verify = self.options.verify
+        if verify:
+            arm0_steps()
+
+        def run_fused(env: Env) -> None:
+            t = time.perf_counter()
+            outs = [a() for a in allocs]
+            kcall([*(_contig(env[i]) for i in operand_slots), *outs])
+            for r, v in zip(result_slots, outs):
+                env[r] = v
+            stats.fused_seconds += time.perf_counter() - t
+            stats.fused_calls += 1
+            if verify:
+                self._verify(region, decision, outs, run_arm0(env))
+        return run_fused
+
+    def _verify(self, region: Any, decision: RegionDecision, fused: list[np.ndarray], ref: list[Any]) -> None:
+        for i, (f, r) in enumerate(zip(fused, ref)):
+            r = np.asarray(r)
+            if f.dtype.kind == "f":
+                rtol, atol = (1e-4, 1e-5) if f.dtype == np.float32 else (1e-9, 1e-12)
+                ok = np.allclose(f, r, rtol=rtol, atol=atol, equal_nan=True)
+            else:
+                ok = np.array_equal(f, r)
+            if ok:
+                continue
+            diff = np.abs(f.astype(np.float64) - r.astype(np.float64))
+            worst = float(np.nanmax(diff)) if diff.size else 0.0
+            bad = int(np.count_nonzero(~np.isclose(f, r, equal_nan=True))) if f.dtype.kind == "f" else int(
+                np.count_nonzero(f != r))
+            msg = (f"fusebind verify: region @{decision.name} (FusedOpId {decision.fused_id}) result #{i}: the fused "
+                   f"arm differs from arm 0 in {bad} of {f.size} elements (max abs difference {worst:.6g}); "
+                   "the fused kernel bound for this region is wrong: rebuild or unbind it")
+            if self.options.verify_action == "warn":
+                warnings.warn(msg, FusedArmMismatchWarning, stacklevel=4)
+            else:
+                raise FusedArmMismatch(msg, decision.name, decision.fused_id)
+
+
+def compile_dtypes(op: Any) -> tuple[Any, ...]:
+    from fusebind.runtime.resolve import node_dtypes
+
+    return node_dtypes(op)
+
+
+@dataclass
+class Plan:
+    """Steps of one function for one input signature against one table."""
+
+    generation: int
+    steps: list[Step]
+    n_slots: int
+    arg_slots: list[int]
+    result_slots: list[int]
+    copy_results: list[bool]
+    decisions: list[RegionDecision]
+    notes: list[str]
+    work_order: list[tuple[str, Any]]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        with self.lock:
+            env: Env = [None] * self.n_slots
+            for s, a in zip(self.arg_slots, arrays):
+                env[s] = a
+            for step in self.steps:
+                step(env)
+            outs = [env[s] for s in self.result_slots]
+        return [np.array(o, copy=True) if c else np.asarray(o) for o, c in zip(outs, self.copy_results)]
+
+
+def build_plan(func: Any, table: BindingTable, options: PlanOptions, stats: ArmStats,
+               fused_ids: Callable[[Any], tuple[int, str]], splittable: set[int]) -> Plan:
+    """Resolve every node of `func` (a func.func) against `table`."""
+    from xdsl.dialects import func as func_d
+
+    from fusebind.dialect.fused import RegionOp
+
+    b = _Builder(table, options, stats, fused_ids, splittable)
+    block = func.body.blocks[0]
+    arg_slots = [b.slot(a) for a in block.args]
+    b.stable.update(arg_slots)
+    ret = block.last_op
+    if not isinstance(ret, func_d.ReturnOp):
+        raise UnsupportedOperation(f"fusebind: @{func.sym_name.data} does not end in func.return")
+    b.returned = set(ret.operands)
+    steps: list[Step] = []
+    for op in block.ops:
+        if op is ret:
+            break
+        steps.append(b.region_step(op) if isinstance(op, RegionOp) else b.prim_step(op))
+    result_slots = [b.slot(v) for v in ret.operands]
+    seen: set[int] = set()
+    copy_results = []
+    for s in result_slots:
+        copy_results.append(s in b.stable or s in seen)
+        seen.add(s)
+    return Plan(table.generation, steps, len(b.slots), arg_slots, result_slots, copy_results, b.decisions,
+                b.notes, b.work_order)
+
+
+def describe_decisions(decisions: list[RegionDecision]) -> list[str]:
+    """Readable lines for `explain`."""
+    lines = []
+    for d in decisions:
+        ident = f"FusedOpId {d.fused_id}" if d.fused_id else "FusedOpId unassigned"
+        lines.append(f"region @{d.name} ({ident}): {len(d.ops)} ops [{', '.join(d.ops)}]")
+        lines.append(f"  arm 0 (primitives): {_fmt_cost(d.arm0_cost)}")
+        lines.append(f"  fused arm:          {_fmt_cost(d.fused_cost)}")
+        split = f", split over {d.splits} threads" if d.splits > 1 else ""
+        lines.append(f"  chosen: {d.arm} -- {d.reason}{split}")
+    return lines
