@@ -1,0 +1,25 @@
+"""Suite-wide isolation: every test run gets its own object cache directory,
+so tests never read or write the user's `$XDG_CACHE_HOME/fusebind`.
+
+A test that needs the default location sets the environment itself
+(pytest's `monkeypatch.setenv`)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+_OWN_CACHE: list[str] = []
+
+
+def pytest_configure(config: object) -> None:
+    if "FUSEBIND_CACHE_DIR" not in os.environ:
+        path = tempfile.mkdtemp(prefix="fusebind-test-cache-")
+        _OWN_CACHE.append(path)
+        os.environ["FUSEBIND_CACHE_DIR"] = path
+
+
+def pytest_unconfigure(config: object) -> None:
+    for path in _OWN_CACHE:
+        shutil.rmtree(path, ignore_errors=True)
