@@ -192,7 +192,7 @@ def run(quick: bool) -> list[str]:
         us = lambda s: f"{s * 1e6:,.1f} us"  # noqa: E731
         out.append(f"| {name} | {size} | {us(fb[0])} / {us(fb[1])} | {us(sol[0])} | {us(npy[0])} | "
                    f"{us(nex[0]) if nex else 'n/a'} | {fb[0] / sol[0]:.2f}x | {npy[0] / fb[0]:.2f}x | "
-                   f"{(nex[0] / fb[0]) if nex else float('nan'):.2f}x |")
+                   f"{f'{nex[0] / fb[0]:.2f}x' if nex else 'n/a'} |")
         print(out[-1], flush=True)
 
     for n in sizes:
