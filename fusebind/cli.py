@@ -1,0 +1,469 @@
+"""The `fusebind` command: compile, run, check and time a prim-dialect program.
+
+Subcommands:
+- `fusebind run [FILE | --example NAME]` (the default: `fusebind FILE` means
+  `fusebind run FILE`; `fusebind run` alone runs the `transformer` example).
+  It parses the program, draws seeded random inputs (dynamic dims from
+  `--dim N` or `--shape NAME=4x8`), specializes the function to those
+  shapes, optimizes and compiles it (progress on stderr, `-q` silences it),
+  runs it, checks it against the reference interpreter
+  (`fusebind.dialect.interpret`), times it against the interpreter and,
+  for built-in examples, a plain-numpy version, and prints the report
+  (`fusebind.report`; `--json` for a machine-readable one).
+- `fusebind examples`: list the built-in examples (`--mlir NAME` prints one).
+- `fusebind explain [FILE | --example NAME]`: the optimized IR and the plan.
+
+Exit codes: 0 all checks passed, 1 a check failed, 2 bad input (missing
+file, parse error, unknown entry or example, bad option), 3 an internal
+error (one line; `--traceback` shows it).
+
+Owns: argument parsing, input generation, shape specialization, progress,
+timing. Must not: write the binding table other than by compiling through
+the public API, or swap process-wide streams (it writes to the streams it
+is given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence, TextIO
+
+import numpy as np
+
+from fusebind.examples_builtin import BUILTIN_EXAMPLES, DEFAULT_EXAMPLE, BuiltinExample, UnknownExampleError, get_example
+
+SUBCOMMANDS = ("run", "examples", "explain")
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+#: Extent of every dynamic dimension of a program file when neither `--dim` nor `--shape` sets it.
+DEFAULT_FILE_DIM = 1024
+
+
+class CliError(Exception):
+    """Bad input to the command: printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the fix."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise CliError(f"{message} (see `{self.prog} --help`)")
+
+
+# ----------------------------------------------------------------- progress
+class Progress:
+    """One line per stage or kernel on `stream`, unless quiet."""
+
+    def __init__(self, stream: TextIO, quiet: bool) -> None:
+        self.stream, self.quiet = stream, quiet
+        self.t0 = time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        if not self.quiet:
+            self.stream.write(f"[{time.perf_counter() - self.t0:7.3f}s] {message}\n")
+            self.stream.flush()
+
+
+# ----------------------------------------------------------------- the program
+@dataclass
+class Program:
+    """What to run: its text, parsed module, display name and entries."""
+
+    source: str
+    module: Any
+    entries: list[str]
+    example: BuiltinExample | None
+
+
+def _defined_functions(module: Any) -> list[str]:
+    return [op.sym_name.data for op in module.ops if op.name == "func.func" and op.body.blocks]
+
+
+def load_program(path: str | None, example: str | None, entry: str | None) -> Program:
+    """Read and parse the program; pick its entries. Raises CliError on bad input."""
+    from fusebind.dialect import FusebindIRError, parse_module
+
+    if path is not None and example is not None:
+        raise CliError("give either a program FILE or --example NAME, not both")
+    ex = None
+    if path is None:
+        try:
+            ex = get_example(example or DEFAULT_EXAMPLE)
+        except UnknownExampleError as err:
+            raise CliError(str(err)) from None
+        text, source = ex.mlir, f"example:{ex.name}"
+    else:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as err:
+            reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+            raise CliError(f"cannot read program file '{path}': {reason}") from None
+        source = path
+    try:
+        module = parse_module(text, name=source)
+    except FusebindIRError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CliError(f"{source}:{first}") from None
+    funcs = _defined_functions(module)
+    if not funcs:
+        raise CliError(f"{source}: the module defines no func.func with a body; nothing to run")
+    if entry is not None:
+        if entry not in funcs:
+            raise CliError(f"{source}: no function @{entry}; it defines {', '.join('@' + f for f in funcs)}")
+        entries = [entry]
+    else:
+        entries = [ex.entry] if ex is not None else funcs
+    return Program(source, module, entries, ex)
+
+
+def _func(module: Any, name: str) -> Any:
+    return next(op for op in module.ops if op.name == "func.func" and op.sym_name.data == name)
+
+
+# ----------------------------------------------------------------- inputs
+_SHAPE_RE = re.compile(r"^([A-Za-z_][\w$.-]*)=(\d+(?:x\d+)*|scalar)$")
+
+
+def parse_shapes(specs: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """`["x=4x8", "s=scalar"]` -> {"x": (4, 8), "s": ()}."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for spec in specs:
+        m = _SHAPE_RE.match(spec.strip())
+        if m is None:
+            raise CliError(f"--shape '{spec}' is not NAME=DIMxDIM... (e.g. --shape x=4x8)")
+        dims = () if m.group(2) == "scalar" else tuple(int(d) for d in m.group(2).split("x"))
+        shapes[m.group(1)] = dims
+    return shapes
+
+
+def argument_shapes(func: Any, dim: int, shapes: dict[str, tuple[int, ...]]) -> list[tuple[str, str, tuple[int, ...]]]:
+    """(name, element type, concrete shape) per argument of `func`."""
+    from fusebind.dialect.types import elem_of, format_shape, shape_of
+
+    out = []
+    names = []
+    for i, arg in enumerate(func.body.blocks[0].args):
+        name = arg.name_hint or f"arg{i}"
+        names.append(name)
+        declared = shape_of(arg.type)
+        if name in shapes:
+            given = shapes[name]
+            if len(given) != len(declared) or any(d is not None and d != g for d, g in zip(declared, given)):
+                raise CliError(f"--shape {name}={'x'.join(map(str, given)) or 'scalar'} does not fit argument "
+                               f"'{name}' of @{func.sym_name.data}, declared {format_shape(declared)}")
+            concrete = given
+        else:
+            concrete = tuple(dim if d is None else int(d) for d in declared)
+        out.append((name, elem_of(arg.type), concrete))
+    unknown = sorted(set(shapes) - set(names))
+    if unknown:
+        raise CliError(f"--shape names no argument of @{func.sym_name.data}: {', '.join(unknown)}; "
+                       f"its arguments are {', '.join(names)}")
+    return out
+
+
+def random_inputs(specs: Sequence[tuple[str, str, tuple[int, ...]]], rng: np.random.Generator) -> list[np.ndarray]:
+    """Floats ~ N(0, 1), integers uniform in [-8, 8), booleans fair coins."""
+    from fusebind.dialect.types import numpy_dtype
+
+    arrays = []
+    for _name, elem, shape in specs:
+        dtype = numpy_dtype(elem)
+        if dtype.kind == "f":
+            arrays.append(rng.standard_normal(shape).astype(dtype))
+        elif dtype.kind == "b":
+            arrays.append(rng.random(shape) < 0.5)
+        else:
+            arrays.append(rng.integers(-8, 8, size=shape).astype(dtype))
+    return arrays
+
+
+def only_entry(module: Any, entry: str) -> Any:
+    """A copy of `module` without the functions `entry` does not call, so the
+    optimizer's work order holds only regions this run needs."""
+    func = _func(module, entry)
+    if any(op.name == "func.call" for op in func.walk()):
+        return module
+    out = module.clone()
+    for op in list(out.ops):
+        if op.name == "func.func" and op.sym_name.data != entry:
+            out.body.block.erase_op(op)
+    return out
+
+
+def specialize(module: Any, entry: str, arrays: Sequence[np.ndarray]) -> Any:
+    """A copy of `module` whose `entry` has the static shapes of `arrays`.
+
+    Each dynamic value gets the shape its op's numpy reference produces on
+    these inputs, so every region and primitive can compile for static
+    shapes. A fully static function is returned as is.
+    """
+    from xdsl.dialects.builtin import FunctionType
+    from xdsl.rewriter import Rewriter
+
+    from fusebind.dialect.prim_base import PrimOp
+    from fusebind.dialect.types import elem_of, is_static, shape_of, tensor_type
+
+    module = only_entry(module, entry)
+    func = _func(module, entry)
+    block = func.body.blocks[0]
+    values = [*block.args] + [r for op in block.ops for r in op.results]
+    if all(is_static(shape_of(v.type)) for v in values):
+        return module
+    out = module.clone()
+    func = _func(out, entry)
+    block = func.body.blocks[0]
+    env: dict[Any, np.ndarray] = {}
+
+    def bind(value: Any, array: np.ndarray) -> None:
+        if not is_static(shape_of(value.type)):
+            value = Rewriter.replace_value_with_new_type(value, tensor_type(array.shape, elem_of(value.type)))
+        env[value] = array
+
+    for arg, array in zip(list(block.args), arrays):
+        bind(arg, np.asarray(array))
+    for op in list(block.ops):
+        if op.name == "func.return":
+            func.function_type = FunctionType.from_lists([a.type for a in block.args], [v.type for v in op.operands])
+            break
+        if not isinstance(op, PrimOp) or len(op.results) != 1:
+            raise CliError(f"@{entry} has dynamic shapes and holds '{op.name}', which the command cannot specialize; "
+                           "give the function static shapes")
+        ins = [env[v] for v in op.operands]
+        try:
+            result = np.asarray(op.reference(*ins))
+        except (ValueError, TypeError, IndexError) as err:
+            shapes = ", ".join(str(tuple(a.shape)) for a in ins)
+            raise CliError(f"@{entry}: {op.name} cannot run on operand shapes {shapes} ({err}); "
+                           "pick argument shapes that fit each other with --dim / --shape") from None
+        bind(op.results[0], result)
+    out.verify()
+    return out
+
+
+# ----------------------------------------------------------------- timing
+def time_interleaved(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
+    """Median seconds per call of each function, the candidates interleaved
+    round by round (the machine is noisy; see PERFORMANCE.md)."""
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - t)
+    return {k: float(np.median(v)) for k, v in samples.items()}
+
+
+# ----------------------------------------------------------------- run
+def _outputs(value: Any) -> list[np.ndarray]:
+    return list(value) if isinstance(value, tuple) else [value]
+
+
+def run_entry(program: Program, entry: str, args: argparse.Namespace, progress: Progress) -> Any:
+    """Compile, run, check and time one entry; returns its FunctionReport."""
+    import fusebind as fb
+    from fusebind.dialect import interpret, print_module
+    from fusebind.report import FunctionReport, Timing, check_outputs, kernel_rows, region_rows
+    from fusebind.runtime.bindings import global_bindings
+
+    func = _func(program.module, entry)
+    ex = program.example
+    dim = args.dim if args.dim is not None else (ex.default_dim if ex is not None else DEFAULT_FILE_DIM)
+    specs = argument_shapes(func, dim, parse_shapes(args.shape))
+    rng = np.random.default_rng(args.seed)
+    if ex is not None and not args.shape:
+        arrays = ex.make_inputs(rng, dim)
+    else:
+        arrays = random_inputs(specs, rng)
+    inputs = [f"{n}: {elem}[{','.join(map(str, a.shape))}]" for (n, elem, _), a in zip(specs, arrays)]
+    progress(f"inputs for @{entry} (seed {args.seed}): {', '.join(inputs)}")
+    static_module = specialize(program.module, entry, arrays)
+
+    def on_compile(name: str) -> None:
+        progress(f"compile region @{name}: decompose -> linalg -> LLVM IR -> object code")
+
+    progress(f"optimize @{entry}: capability-gated fusion, then compile the work order")
+    compiled = fb.compile(print_module(static_module), entry=entry, before_compile=on_compile)
+    executor = compiled.executor
+    progress("plan: resolve every node in the binding table (static kernels are built on first use)")
+    plan = executor.plan_for(arrays)
+    for record in executor.compiler.records.values():
+        status = f"adopted as id {record.fused_id}" if not record.error else f"FAILED ({record.error})"
+        progress(f"  @{record.name}: {status} in {record.seconds * 1e3:.0f} ms")
+    progress(f"run @{entry}")
+    outs = _outputs(compiled(*arrays))
+    progress(f"check @{entry} against the reference interpreter")
+    refs = _outputs(interpret(program.module, *arrays, entry=entry))
+    rep = FunctionReport(program.source, entry, args.seed, inputs)
+    rep.regions = region_rows(plan.decisions)
+    rep.rejected = [d.remark().removeprefix("remark: ") for d in executor.decisions if d.verdict != "fused"]
+    fused_arm = {d.name: int(d.fused_id) for d in plan.decisions if d.arm == "fused"}
+    rep.kernels = kernel_rows(executor.optimized_func(global_bindings()), global_bindings(),
+                              executor.options.backend, fused_arm)
+    rep.compiles = [f"@{r.name} -> id {r.fused_id} in {r.seconds * 1e3:.0f} ms" if not r.error
+                    else f"@{r.name} failed: {r.error}" for r in executor.compiler.records.values()]
+    rep.notes = list(plan.notes)
+    arms = executor.stats.arms
+    rep.arm_calls = {"fused": arms.fused_calls, "arm 0": arms.arm0_calls}
+    rep.check = check_outputs(outs, refs, args.tol)
+    if args.repeat > 0:
+        progress(f"time @{entry}: {args.repeat} interleaved rounds")
+        fns: dict[str, Callable[[], Any]] = {
+            "fusebind": lambda: compiled(*arrays),
+            "interpreter": lambda: interpret(program.module, *arrays, entry=entry),
+        }
+        if ex is not None and entry == ex.entry:
+            fns["numpy"] = lambda: ex.numpy_fn(*arrays)
+        t = time_interleaved(fns, args.repeat)
+        rep.timing = Timing(args.repeat, t["fusebind"], t["interpreter"], t.get("numpy"))
+    return rep
+
+
+def cmd_run(args: argparse.Namespace, out: TextIO, progress: Progress) -> int:
+    from fusebind.report import format_report
+
+    if args.repeat < 0:
+        raise CliError(f"--repeat must be >= 0, got {args.repeat}")
+    if args.dim is not None and args.dim < 1:
+        raise CliError(f"--dim must be >= 1, got {args.dim}")
+    if args.tol is not None and not (args.tol > 0 and math.isfinite(args.tol)):
+        raise CliError(f"--tol must be a positive number, got {args.tol}")
+    progress("parse " + (args.file or f"example '{args.example or DEFAULT_EXAMPLE}'"))
+    program = load_program(args.file, args.example, args.entry)
+    if args.shape and len(program.entries) > 1:
+        raise CliError(f"--shape applies to one function; pick it with --entry "
+                       f"({', '.join('@' + e for e in program.entries)})")
+    reports = [run_entry(program, entry, args, progress) for entry in program.entries]
+    if args.json:
+        json.dump([r.as_dict() for r in reports], out, indent=2, default=str)
+        out.write("\n")
+    else:
+        out.write("\n\n".join(format_report(r) for r in reports) + "\n")
+        failed = [r.entry for r in reports if not r.passed]
+        out.write(f"result: {'FAIL (' + ', '.join('@' + f for f in failed) + ')' if failed else 'PASS'}\n")
+    return EXIT_OK if all(r.passed for r in reports) else EXIT_CHECK_FAILED
+
+
+def cmd_examples(args: argparse.Namespace, out: TextIO, progress: Progress) -> int:
+    if args.mlir is not None:
+        try:
+            out.write(get_example(args.mlir).mlir)
+        except UnknownExampleError as err:
+            raise CliError(str(err)) from None
+        return EXIT_OK
+    width = max(len(n) for n in BUILTIN_EXAMPLES)
+    for ex in BUILTIN_EXAMPLES.values():
+        default = " (default)" if ex.name == DEFAULT_EXAMPLE else ""
+        out.write(f"{ex.name:<{width}}  @{ex.entry}, dynamic dims = {ex.default_dim}: {ex.description}{default}\n")
+    out.write("run one with: fusebind run --example NAME   (print its MLIR: fusebind examples --mlir NAME)\n")
+    return EXIT_OK
+
+
+def cmd_explain(args: argparse.Namespace, out: TextIO, progress: Progress) -> int:
+    import fusebind as fb
+    from fusebind.dialect import print_module
+
+    program = load_program(args.file, args.example, args.entry)
+    ex = program.example
+    dim = args.dim if args.dim is not None else (ex.default_dim if ex is not None else DEFAULT_FILE_DIM)
+    for entry in program.entries:
+        func = _func(program.module, entry)
+        specs = argument_shapes(func, dim, parse_shapes(args.shape))
+        arrays = random_inputs(specs, np.random.default_rng(0))
+        progress(f"optimize and compile @{entry}")
+        compiled = fb.compile(print_module(specialize(program.module, entry, arrays)), entry=entry,
+                              before_compile=lambda name: progress(f"compile region @{name}"))
+        out.write(compiled.explain(*arrays) + "\n\n")
+        out.write(compiled.optimized(*arrays))
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------- parsing
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="fusebind", description="Compile, run and check prim-dialect programs with fusebind.")
+    from fusebind import __version__
+
+    parser.add_argument("--version", action="version", version=f"fusebind {__version__}")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    def program_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("file", nargs="?", help="an MLIR file of prim ops (default: the built-in example)")
+        p.add_argument("-e", "--example", help=f"a built-in example (default: {DEFAULT_EXAMPLE}); see `fusebind examples`")
+        p.add_argument("--entry", help="the function to run (default: every function of a file)")
+        p.add_argument("--dim", type=int, help="extent of every dynamic dimension "
+                       f"(default: the example's, or {DEFAULT_FILE_DIM} for a file)")
+        p.add_argument("--shape", action="append", default=[], metavar="NAME=DxD",
+                       help="the shape of one argument, e.g. --shape x=4x8 (repeatable)")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+        p.add_argument("--traceback", action="store_true", help="show the traceback of an internal error")
+
+    run = sub.add_parser("run", help="compile, run, check and time a program (the default command)")
+    program_args(run)
+    run.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    run.add_argument("--repeat", type=int, default=20, help="timing rounds; 0 skips timing (default 20)")
+    run.add_argument("--tol", type=float, help="bound on the normwise relative error "
+                     "max|out-ref|/max|ref| (default: 1e-4 for f32, 1e-9 for f64)")
+    run.add_argument("--json", action="store_true", help="print the report as JSON")
+    ex = sub.add_parser("examples", help="list the built-in examples")
+    ex.add_argument("--mlir", metavar="NAME", help="print the MLIR of one example")
+    ex.set_defaults(quiet=True, traceback=False)
+    explain = sub.add_parser("explain", help="show the optimized IR and the plan of a program")
+    program_args(explain)
+    return parser
+
+
+def _normalize(argv: list[str]) -> list[str]:
+    """`fusebind FILE ...` means `fusebind run FILE ...`."""
+    if not argv:
+        return argv
+    if argv[0] in SUBCOMMANDS or argv[0] in ("-h", "--help", "--version"):
+        return argv
+    return ["run", *argv]
+
+
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Entry point of the `fusebind` console script; returns the exit code."""
+    out = stdout if stdout is not None else sys.stdout
+    err = stderr if stderr is not None else sys.stderr
+    argv = _normalize(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except CliError as e:
+        err.write(f"fusebind: error: {e}\n")
+        return EXIT_BAD_INPUT
+    if args.command is None:
+        parser.print_help(err)
+        return EXIT_BAD_INPUT
+    progress = Progress(err, args.quiet)
+    command = {"run": cmd_run, "examples": cmd_examples, "explain": cmd_explain}[args.command]
+    try:
+        return command(args, out, progress)
+    except CliError as e:
+        err.write(f"fusebind: error: {e}\n")
+        return EXIT_BAD_INPUT
+    except Exception as e:  # internal: one line, unless asked for the traceback
+        from fusebind.api import ArgumentError, UnsupportedOperation
+        from fusebind.dialect import FusebindIRError
+
+        if isinstance(e, (ArgumentError, UnsupportedOperation, FusebindIRError)):
+            err.write(f"fusebind: error: {str(e).strip().splitlines()[0]}\n")
+            return EXIT_BAD_INPUT
+        if args.traceback:
+            traceback.print_exc(file=err)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        err.write(f"fusebind: internal error: {type(e).__name__}: {first} (rerun with --traceback for details)\n")
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())
