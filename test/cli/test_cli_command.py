@@ -1,0 +1,207 @@
+"""The `fusebind` command: reports on built-in examples and examples/*.mlir,
+exit codes, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fusebind.cli import main, parse_shapes, specialize, CliError
+from fusebind.examples_builtin import BUILTIN_EXAMPLES, get_example
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def assert_one_line_error(code: int, err: str, *fragments: str) -> None:
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("fusebind: error: ")
+    assert "Traceback" not in err
+    for f in fragments:
+        assert f in lines[0], (f, lines[0])
+
+
+# ----------------------------------------------------------------- built-in examples
+def test_builtin_examples_match_their_numpy_twins() -> None:
+    from fusebind.dialect import interpret, parse_module
+
+    for ex in BUILTIN_EXAMPLES.values():
+        args = ex.make_inputs(np.random.default_rng(1), 8)
+        ref = interpret(parse_module(ex.mlir), *args, entry=ex.entry)
+        np.testing.assert_allclose(ex.numpy_fn(*args), ref, rtol=1e-5, atol=1e-5, err_msg=ex.name)
+
+
+def test_examples_lists_every_builtin_and_prints_mlir() -> None:
+    code, out, _ = run_cli("examples")
+    assert code == 0
+    for name, ex in BUILTIN_EXAMPLES.items():
+        assert f"@{ex.entry}" in out and name in out
+    code, out, _ = run_cli("examples", "--mlir", "mlp")
+    assert code == 0 and out == get_example("mlp").mlir and "func.func @mlp" in out
+
+
+def test_run_builtin_mlp_reports_regions_kernels_check_and_time() -> None:
+    code, out, err = run_cli("run", "--example", "mlp", "--dim", "16", "--repeat", "2", "-q")
+    assert code == 0, out + err
+    assert err == ""  # -q: no progress
+    assert "== example:mlp @mlp (seed 0)" in out
+    assert "x: f32[16,64]" in out
+    for region in ("@layernorm", "@bias_gelu"):
+        assert region in out
+    assert "arm: fused" in out
+    assert "RuntimeFused(" in out and "llvm:" in out and "Static(matmul)" in out
+    assert "cost: arm 0" in out
+    assert "check vs reference interpreter: PASS" in out
+    assert "plain numpy" in out and "reference interpreter" in out
+    assert out.rstrip().endswith("result: PASS")
+
+
+def test_run_json_report_is_structured() -> None:
+    code, out, _ = run_cli("--example", "attention", "--dim", "8", "--repeat", "1", "--json", "-q")
+    assert code == 0
+    [rep] = json.loads(out)
+    assert rep["entry"] == "attention" and rep["passed"] is True
+    names = {r["name"] for r in rep["regions"]}
+    assert {"layernorm", "softmax"} <= names
+    for r in rep["regions"]:
+        assert r["fused_id"] >= 65536 and r["ops"] == len(r["op_names"]) and r["arm"] in ("fused", "arm 0")
+    assert all({"key", "dtypes", "backend", "source"} <= set(k) for k in rep["kernels"])
+    assert rep["check"]["max_rel_error"] <= rep["check"]["tolerance"]
+    assert rep["timing"]["repeat"] == 1 and rep["timing"]["numpy"] > 0
+
+
+def test_run_file_runs_every_function(tmp_path: Path) -> None:
+    code, out, _ = run_cli(str(REPO / "examples" / "mlp.mlir"), "--repeat", "1", "-q")
+    assert code == 0, out
+    assert "@mlp (seed 0)" in out and "@attention (seed 0)" in out
+    assert "@softmax" in out and "@layernorm" in out
+    assert out.count("check vs reference interpreter: PASS") == 2
+    assert "plain numpy" not in out  # only built-in examples have a numpy twin
+
+
+def test_run_file_dynamic_dims_from_dim_and_shape() -> None:
+    chain = str(REPO / "examples" / "chain.mlir")
+    code, out, _ = run_cli(chain, "--entry", "gelu_erf", "--dim", "300", "--repeat", "0", "-q")
+    assert code == 0 and "x: f32[300]" in out and "time per call" not in out
+    code, out, _ = run_cli(chain, "--entry", "gelu_erf", "--shape", "x=77", "--repeat", "0", "-q", "--seed", "5")
+    assert code == 0 and "x: f32[77]" in out and "(seed 5)" in out
+
+
+def test_check_failure_exits_1() -> None:
+    chain = str(REPO / "examples" / "chain.mlir")
+    code, out, _ = run_cli(chain, "--entry", "gelu_erf", "--dim", "64", "--repeat", "0", "-q", "--tol", "1e-30")
+    assert code == 1
+    assert "check vs reference interpreter: FAIL" in out and "result: FAIL (@gelu_erf)" in out
+
+
+def test_explain_prints_plan_and_optimized_ir() -> None:
+    code, out, _ = run_cli("explain", "--example", "chain", "--dim", "64", "-q")
+    assert code == 0
+    assert "fusebind plan for 'chain'" in out and "fused.region" in out and "tensor<64xf32>" in out
+
+
+def test_specialize_gives_static_shapes_and_keeps_the_input() -> None:
+    from fusebind.dialect import parse_module, print_module
+
+    module = parse_module((REPO / "examples" / "chain.mlir").read_text())
+    before = print_module(module)
+    out = specialize(module, "gelu_erf", [np.zeros(5, np.float32)])
+    text = print_module(out)
+    assert "tensor<?xf32>" not in text and "tensor<5xf32>" in text and "@chain" not in text
+    assert print_module(module) == before
+
+
+def test_parse_shapes() -> None:
+    assert parse_shapes(["x=4x8", "s=scalar", "v=3"]) == {"x": (4, 8), "s": (), "v": (3,)}
+    with pytest.raises(CliError, match="is not NAME=DIMxDIM"):
+        parse_shapes(["x=4by8"])
+
+
+# ----------------------------------------------------------------- bad input
+def test_missing_file() -> None:
+    code, _, err = run_cli("run", "no/such/file.mlir", "-q")
+    assert_one_line_error(code, err, "cannot read program file 'no/such/file.mlir'", "No such file or directory")
+
+
+def test_parse_error_names_file_line_and_column(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.mlir"
+    bad.write_text("func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+                   "  %0 = prim.bogus %a : tensor<4xf32>\n  func.return %0 : tensor<4xf32>\n}\n")
+    code, _, err = run_cli(str(bad), "-q")
+    assert_one_line_error(code, err, f"{bad}:2:", "prim.bogus is not registered")
+
+
+def test_verify_error(tmp_path: Path) -> None:
+    bad = tmp_path / "wrong.mlir"
+    bad.write_text("func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+                   "  %0 = prim.exp %a : tensor<4xf32> -> tensor<5xf32>\n  func.return %0 : tensor<4xf32>\n}\n")
+    code, _, err = run_cli(str(bad), "-q")
+    assert_one_line_error(code, err, f"{bad}:")
+
+
+def test_unknown_entry() -> None:
+    code, _, err = run_cli(str(REPO / "examples" / "mlp.mlir"), "--entry", "nope", "-q")
+    assert_one_line_error(code, err, "no function @nope", "@mlp, @attention")
+
+
+def test_unknown_example() -> None:
+    code, _, err = run_cli("run", "--example", "nope", "-q")
+    assert_one_line_error(code, err, "unknown example 'nope'", "mlp", "transformer")
+    code, _, err = run_cli("examples", "--mlir", "nope")
+    assert_one_line_error(code, err, "unknown example 'nope'")
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["run", "--bogus"], "unrecognized arguments: --bogus"),
+    (["run", "--dim", "x"], "invalid int value"),
+    (["run", "--dim", "0"], "--dim must be >= 1"),
+    (["run", "--repeat", "-1"], "--repeat must be >= 0"),
+    (["run", "--tol", "-1"], "--tol must be a positive number"),
+    (["run", "examples/mlp.mlir", "--example", "mlp"], "not both"),
+    (["run", "--example", "chain", "--shape", "a=3"], "prim.mul cannot run on operand shapes (3,)"),
+    (["run", "--example", "chain", "--shape", "zz=3"], "--shape names no argument of @chain: zz"),
+    (["run", "--example", "mlp", "--shape", "x=4x5"], "does not fit argument 'x'"),
+    (["run", "examples/mlp.mlir", "--shape", "x=4x5"], "pick it with --entry"),
+])
+def test_bad_options(argv: list[str], fragment: str) -> None:
+    code, _, err = run_cli(*argv, "-q")
+    assert_one_line_error(code, err, fragment)
+
+
+def test_no_arguments_prints_help_and_exits_2() -> None:
+    code, _, err = run_cli()
+    assert code == 2 and "usage: fusebind" in err
+
+
+# ----------------------------------------------------------------- the console script
+def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=REPO, env=dict(os.environ), capture_output=True, text=True, timeout=600)
+
+
+def test_console_script_progress_and_exit_code() -> None:
+    script = str(Path(sys.executable).with_name("fusebind"))
+    if not os.path.exists(script):
+        pytest.skip("the fusebind console script is not installed beside this interpreter")
+    proc = _run([script, "examples/chain.mlir", "--entry", "chain", "--repeat", "1"])
+    assert proc.returncode == 0, proc.stderr
+    assert "parse examples/chain.mlir" in proc.stderr
+    assert "compile region @" in proc.stderr and "adopted as id" in proc.stderr
+    assert "result: PASS" in proc.stdout
+    bad = _run([script, "missing.mlir"])
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip().splitlines()[-1] == (
+        "fusebind: error: cannot read program file 'missing.mlir': No such file or directory")
