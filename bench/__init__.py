@@ -1,0 +1,1 @@
+"""fusebind benchmarks: the suite (`python -m bench.suite`) and the per-topic benches."""
