@@ -18,7 +18,7 @@ from fusebind.dialect import parse_module
 from fusebind.lowering import ObjectCache, decompose_region
 from fusebind.lowering.cache import CacheWarning, CachedObject
 
-from test_decompose import REGION_MODULE, _region
+from lowering_helpers import REGION_MODULE, _region
 
 
 def test_from_env_locations(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from fusebind.runtime.dtypes import descriptor_for
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import bench_lowering as wl  # noqa: E402
 
-from test_ops import ulp_distance  # noqa: E402
+from lowering_helpers import ulp_distance  # noqa: E402
 
 CASES = [
     ("relu_fma", lambda: wl.relu_fma(1001), [(1001,)] * 3, 0),

@@ -14,23 +14,7 @@ from fusebind.dialect import interpret, parse_module, print_module
 from fusebind.lowering import Decomposition, LoweringError, ObjectCache, decompose_region, inline_region
 from fusebind.lowering.pipeline import run_upstream_pipeline
 
-REGION_MODULE = """
-func.func @main(%a: tensor<64xf32>, %b: tensor<64xf32>, %c: tensor<64xf32>) -> tensor<64xf32> {
-  %r = fused.region @mul_add_relu (%a, %b, %c) : (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32> {
-  ^bb0(%x: tensor<64xf32>, %y: tensor<64xf32>, %z: tensor<64xf32>):
-    %m = prim.mul %x, %y : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
-    %s = prim.add %m, %z : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
-    %q = prim.relu %s : tensor<64xf32> -> tensor<64xf32>
-    fused.yield %q : tensor<64xf32>
-  }
-  func.return %r : tensor<64xf32>
-}
-"""
-
-
-def _region(module: object) -> object:
-    return next(op for op in module.walk() if op.name == "fused.region")  # type: ignore[attr-defined]
-
+from lowering_helpers import REGION_MODULE, _region
 
 def _args(seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)

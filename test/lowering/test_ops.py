@@ -14,22 +14,7 @@ import pytest
 
 from fusebind.lowering import ObjectCache
 
-from conftest import compile_func, reference
-
-UNARY = {"f32": ["neg", "abs", "relu", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf"],
-         "i32": ["neg", "abs", "relu"]}
-UNARY["f64"], UNARY["i64"] = UNARY["f32"], UNARY["i32"]
-BINARY = {"f32": ["add", "sub", "mul", "div", "max", "min", "pow"], "i32": ["add", "sub", "mul", "div", "max", "min"]}
-BINARY["f64"], BINARY["i64"] = BINARY["f32"], BINARY["i32"]
-PREDS = ["eq", "ne", "lt", "le", "gt", "ge"]
-APPROX = {"exp", "log", "tanh", "sigmoid", "erf", "pow"}
-# fastmath.ULP_BOUNDS is <= 3 per function; sigmoid composes exp, neg, add, div (+1 ulp each at most).
-ULP_BOUND = 4
-
-
-def _t(shape: tuple[int | None, ...], elem: str) -> str:
-    return "tensor<" + "".join(f"{'?' if d is None else d}x" for d in shape) + f"{elem}>"
-
+from lowering_helpers import BINARY, PREDS, UNARY, _t, check, compile_func, reference, sample
 
 def all_ops_module(elem: str, shape: tuple[int | None, ...]) -> tuple[str, list[str]]:
     """A func of (a, b) with one result per elementwise op on `elem`."""
@@ -52,47 +37,6 @@ def all_ops_module(elem: str, shape: tuple[int | None, ...]) -> tuple[str, list[
     text = (f"func.func @f(%a: {T}, %b: {T}) -> ({types}) {{\n  {body}\n"
             f"  func.return {rets} : {types}\n}}\n")
     return text, names
-
-
-def sample(elem: str, shape: tuple[int, ...], seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    n = int(np.prod(shape))
-    if elem in ("f32", "f64"):
-        specials = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, 1.0, -1.0, 0.5, 1e-30, 100.0])
-        vals = rng.standard_normal(n) * 3
-        k = min(n, len(specials))
-        vals[:k] = rng.permutation(specials)[:k]
-        return vals.astype(elem.replace("f", "float")).reshape(shape)
-    info = np.iinfo(elem.replace("i", "int"))
-    vals = rng.integers(-50, 50, n)
-    specials = np.array([0, -1, 1, info.min, info.max, 7, -7])
-    k = min(n, len(specials))
-    vals[:k] = rng.permutation(specials)[:k]
-    return vals.astype(elem.replace("i", "int")).reshape(shape)
-
-
-def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    itype = np.int32 if a.dtype == np.float32 else np.int64
-    ia, ib = a.view(itype).astype(np.int64), b.view(itype).astype(np.int64)
-    # map the sign-magnitude float order onto a monotone integer line
-    ia = np.where(ia < 0, np.iinfo(itype).min - ia, ia)
-    ib = np.where(ib < 0, np.iinfo(itype).min - ib, ib)
-    return np.abs(ia - ib)
-
-
-def check(name: str, got: np.ndarray, want: np.ndarray) -> None:
-    assert got.shape == want.shape and got.dtype == want.dtype, (name, got.shape, want.shape, got.dtype, want.dtype)
-    if got.dtype.kind == "f":
-        nan_g, nan_w = np.isnan(got), np.isnan(want)
-        assert np.array_equal(nan_g, nan_w), f"{name}: NaN positions differ\n{got}\n{want}"
-        g, w = got[~nan_g], want[~nan_w]
-        if name.partition("@")[0] in APPROX:
-            d = ulp_distance(g, w)
-            assert d.max(initial=0) <= ULP_BOUND, f"{name}: {d.max()} ulps > {ULP_BOUND}\n{g}\n{w}"
-        else:
-            assert np.array_equal(g, w) and np.array_equal(np.signbit(g), np.signbit(w)), f"{name}:\n{g}\n{w}"
-    else:
-        assert np.array_equal(got, want), f"{name}:\n{got}\n{want}"
 
 
 SHAPES = [(), (0,), (1,), (7,), (3, 5), (2, 1, 9), (1000,)]

@@ -26,8 +26,7 @@ from fusebind.runtime.static_kernels import (
 )
 from fusebind.runtime.testing import isolated_global_state
 
-from conftest import reference
-from test_ops import BINARY, PREDS, UNARY, check, sample
+from lowering_helpers import BINARY, PREDS, UNARY, check, reference, sample
 
 NP = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "i1": np.bool_}
 

@@ -8,8 +8,7 @@ import pytest
 
 from fusebind.lowering import ObjectCache
 
-from conftest import compile_func, reference
-from test_ops import check, sample
+from lowering_helpers import check, compile_func, reference, sample
 
 
 def _t(shape: tuple[int | None, ...], elem: str) -> str:
