@@ -47,6 +47,13 @@ _EXPORTS: dict[str, str] = {
     "static_kernel_op": "catalog",
     "recipe_function_text": "catalog",
     "recipe_region_text": "catalog",
+    # context.py, rules.py, optimize.py (fusion)
+    "OptimizationContext": "context",
+    "capability_gated_rules": "rules",
+    "optimize_graph": "optimize",
+    "OptimizeResult": "optimize",
+    "Decision": "optimize",
+    "WorkItem": "optimize",
 }
 
 __all__ = sorted(_EXPORTS)
