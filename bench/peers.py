@@ -116,8 +116,17 @@ def numba_status() -> str | None:
         return _why(exc)
 
 
-def numba_candidate(w: Workload, xs: Sequence[np.ndarray], out: np.ndarray, *, parallel: bool = False) -> Built:
+def numba_candidate(w: Workload, xs: Sequence[np.ndarray], out: np.ndarray, *, parallel: bool = False,
+                    jit: bool = True) -> Built:
+    """numba's kernel for `w`; `jit=False` runs the same kernel as plain Python (tests: its math, no compile)."""
     name = "numba ×2" if parallel else "numba"
+    if not jit and w.numba is not None:
+        py = w.numba
+
+        def run_py() -> np.ndarray:
+            py(out, *xs)
+            return out
+        return Candidate(name, run_py, "the numba kernel interpreted by Python (not timed)")
     if w.numba is None:
         return Unavailable(name, "no numba kernel for this workload (its matmul would be BLAS anyway)")
     why = numba_status()
