@@ -1,6 +1,6 @@
 // bias+relu (catalog id 4) and a matmul epilogue (matmul stays outside, on BLAS).
-// RUN: fusebind-opt %s --plugin fusebind.compiler.fusion_passes -p 'fuse{gate=all}' | filecheck %s
-// RUN: fusebind-opt %s --plugin fusebind.compiler.fusion_passes -p 'fuse{gate=none remarks=true}' 2>&1 >/dev/null | filecheck %s --check-prefix=GATED
+// RUN: fusebind-opt %s -p 'fuse{gate=all}' | filecheck %s
+// RUN: fusebind-opt %s -p 'fuse{gate=none remarks=true}' 2>&1 >/dev/null | filecheck %s --check-prefix=GATED
 // CHECK-LABEL: func.func @br(
 // CHECK-NEXT: fused.region @bias_relu id 4 (%a, %b)
 // CHECK: fused.yield

@@ -1,8 +1,8 @@
 // Dedup (two identical chains share one id), cost-based rejection, region size bound.
-// RUN: fusebind-opt %s --plugin fusebind.compiler.fusion_passes -p 'fuse{gate=all}' | filecheck %s --check-prefix=DEDUP
-// RUN: fusebind-opt %s --plugin fusebind.compiler.fusion_passes -p 'fuse{gate=none remarks=true}' 2>&1 >/dev/null | filecheck %s --check-prefix=QUEUE
-// RUN: fusebind-opt %s --plugin fusebind.compiler.fusion_passes -p 'fuse{gate=all launch-ns=0.0 gflops=0.000001 remarks=true}' 2>&1 | filecheck %s --check-prefix=COST
-// RUN: fusebind-opt %s --plugin fusebind.compiler.fusion_passes -p 'fuse{gate=all max-ops=2 remarks=true}' 2>&1 | filecheck %s --check-prefix=SIZE
+// RUN: fusebind-opt %s -p 'fuse{gate=all}' | filecheck %s --check-prefix=DEDUP
+// RUN: fusebind-opt %s -p 'fuse{gate=none remarks=true}' 2>&1 >/dev/null | filecheck %s --check-prefix=QUEUE
+// RUN: fusebind-opt %s -p 'fuse{gate=all launch-ns=0.0 gflops=0.000001 remarks=true}' 2>&1 | filecheck %s --check-prefix=COST
+// RUN: fusebind-opt %s -p 'fuse{gate=all max-ops=2 remarks=true}' 2>&1 | filecheck %s --check-prefix=SIZE
 // DEDUP: fused.region @ew_exp_neg id [[ID:[0-9]+]] (%a)
 // DEDUP: fused.region @ew_exp_neg id [[ID]] (%b)
 // DEDUP: fused.yield

@@ -1,7 +1,7 @@
 // Elementwise chains with a broadcast: fused when the gate is open, queued when closed.
-// RUN: fusebind-opt %s --plugin fusebind.compiler.fusion_passes -p 'fuse{gate=all}' | filecheck %s
-// RUN: fusebind-opt %s --plugin fusebind.compiler.fusion_passes -p 'fuse{gate=none remarks=true}' 2>&1 >/dev/null | filecheck %s --check-prefix=GATED
-// RUN: fusebind-opt %s --plugin fusebind.compiler.fusion_passes -p 'fuse{gate=none}' | filecheck %s --check-prefix=CLOSED
+// RUN: fusebind-opt %s -p 'fuse{gate=all}' | filecheck %s
+// RUN: fusebind-opt %s -p 'fuse{gate=none remarks=true}' 2>&1 >/dev/null | filecheck %s --check-prefix=GATED
+// RUN: fusebind-opt %s -p 'fuse{gate=none}' | filecheck %s --check-prefix=CLOSED
 // CHECK-LABEL: func.func @chain(
 // CHECK-NEXT: fused.region @ew_add_exp_relu id {{[0-9]+}} (%a, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> cost #fused.cost
 // CHECK-NEXT: ^bb0

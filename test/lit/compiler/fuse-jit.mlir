@@ -1,5 +1,5 @@
 // fuse-jit compiles the gated region, adopts its kernel, then fuses under that id.
-// RUN: fusebind-opt %s --plugin fusebind.runtime.jit -p 'fuse-jit{remarks=true}' 2>&1 | filecheck %s
+// RUN: fusebind-opt %s -p 'fuse-jit{remarks=true}' 2>&1 | filecheck %s
 // CHECK: remark: adopted id [[ID:[0-9]+]]
 // CHECK: remark: fused @ew_add_exp_neg id [[ID]] (elementwise; 3 ops
 // CHECK-LABEL: func.func @f(

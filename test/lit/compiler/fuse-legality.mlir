@@ -1,5 +1,5 @@
 // Non-convex candidates are refused; values used outside become results.
-// RUN: fusebind-opt %s --plugin fusebind.compiler.fusion_passes -p 'fuse{gate=all remarks=true}' 2>&1 | filecheck %s
+// RUN: fusebind-opt %s -p 'fuse{gate=all remarks=true}' 2>&1 | filecheck %s
 // CHECK: remark: rejected @ew_add (illegal: non-convex: a path leaves the region through prim.transpose and re-enters at prim.add) in @nonconvex
 // CHECK: remark: fused @ew_exp_neg id {{[0-9]+}} (elementwise; 2 ops
 // CHECK-LABEL: func.func @nonconvex(

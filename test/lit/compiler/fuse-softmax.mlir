@@ -1,6 +1,6 @@
 // The softmax catalog rule: static id 1 when its kernel is bound, gated otherwise.
-// RUN: fusebind-opt %s --plugin fusebind.compiler.fusion_passes -p 'fuse{gate=all remarks=true}' 2>&1 | filecheck %s
-// RUN: fusebind-opt %s --plugin fusebind.compiler.fusion_passes -p 'fuse{gate=none remarks=true}' 2>&1 | filecheck %s --check-prefix=GATED
+// RUN: fusebind-opt %s -p 'fuse{gate=all remarks=true}' 2>&1 | filecheck %s
+// RUN: fusebind-opt %s -p 'fuse{gate=none remarks=true}' 2>&1 | filecheck %s --check-prefix=GATED
 // CHECK: remark: fused @softmax id 1 (softmax; 5 ops
 // CHECK-LABEL: func.func @sm(
 // CHECK-NEXT: %{{.*}} = fused.region @softmax id 1 (%x) : (tensor<4x8xf32>) -> tensor<4x8xf32>
