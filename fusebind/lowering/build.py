@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from fusebind import __version__
-from fusebind.lowering.cache import CachedObject, ObjectCache, cache_key
+from fusebind.lowering.cache import CachedObject, ObjectCache, cache_key, default_cache
 from fusebind.lowering.emit import EmittedKernel
 
 BACKEND = "cpu"
@@ -61,7 +61,7 @@ def build_object(emitted: EmittedKernel, *, cache: ObjectCache | None = None,
     The key is `key_parts` (the caller's: canonical recipe, dtypes, shapes …) plus
     the host facts and a hash of the emitted text itself.
     """
-    cache = cache if cache is not None else ObjectCache.from_env()
+    cache = cache if cache is not None else default_cache()
     timings: dict[str, float] = {}
     key = None
     if cache.enabled:

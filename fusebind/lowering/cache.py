@@ -18,6 +18,7 @@ Must not: import `mlir` or `llvmlite` (a hit has to be cheap).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -116,6 +117,18 @@ class ObjectCache:
                               "compiling without caching. Set FUSEBIND_CACHE_DIR to a writable directory "
                               "or FUSEBIND_CACHE=0 to silence this.", CacheWarning, stacklevel=3)
             return False
+
+
+@functools.lru_cache(maxsize=16)
+def _shared(directory: str | None) -> ObjectCache:
+    return ObjectCache(Path(directory) if directory is not None else None)
+
+
+def default_cache() -> ObjectCache:
+    """The cache the environment names, one instance per directory per process
+    (so a read-only directory warns once, and hit/miss counts accumulate)."""
+    where = ObjectCache.from_env().directory
+    return _shared(str(where) if where is not None else None)
 
 
 def _encode(entry: CachedObject) -> bytes:

@@ -125,7 +125,9 @@ class StaticKernels:
 
     # -- building ---------------------------------------------------------
     def _cache(self) -> ObjectCache:
-        return self.cache if self.cache is not None else ObjectCache.from_env()
+        from fusebind.lowering.cache import default_cache
+
+        return self.cache if self.cache is not None else default_cache()
 
     def _emit(self, req: StaticRequest) -> Any:
         from fusebind.dialect import parse_module

@@ -83,6 +83,19 @@ def test_read_only_cache_dir_warns_once_and_still_compiles(tmp_path: Path) -> No
     assert [w.category for w in caught] == [CacheWarning]
 
 
+def test_default_cache_from_env_warns_once_per_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    monkeypatch.setenv("FUSEBIND_CACHE_DIR", str(blocker / "cache"))
+    monkeypatch.delenv("FUSEBIND_CACHE", raising=False)
+    module = parse_module(REGION_MODULE)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            assert decompose_region(_region(module)).object_code
+    assert [w.category for w in caught] == [CacheWarning]
+
+
 def test_cache_disabled_compiles_every_time() -> None:
     cache = ObjectCache(None)
     module = parse_module(REGION_MODULE)
