@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import io
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from xdsl.ir import Block, Operation, SSAValue
@@ -25,6 +25,11 @@ from fusebind.compiler.catalog import RUNTIME_FUSED_BASE
 
 #: Properties that label a region but are not part of its math.
 _LABEL_PROPERTIES = ("fused_id", "name", "cost")
+
+#: Discardable attributes that describe how a region may be *run* (e.g. the
+#: in-place epilogue marker of `optimize.py`), not its math: canonical text,
+#: dedup and the object cache ignore them.
+_LABEL_ATTRIBUTES = ("fused.inplace",)
 
 _REGION_OP = "fused.region"
 _YIELD_OP = "fused.yield"
@@ -59,12 +64,21 @@ class UnknownRecipeError(KeyError):
 
 @dataclass(frozen=True)
 class Recipe:
-    """A registered recipe: its id, first name, canonical text and region."""
+    """A registered recipe: its id, first name, canonical text and region.
+
+    The registry keeps the region private: `region` returns a fresh detached
+    copy on every access, so a caller that mutates what it got (renames,
+    erases ops, re-stamps ids) cannot corrupt the registry."""
 
     fused_id: int
     name: str
     canonical: str
-    region: Operation
+    stored: Operation = field(repr=False, compare=False)
+
+    @property
+    def region(self) -> Operation:
+        """A detached copy of the recipe region, stamped with id and name."""
+        return _detached_copy(self.stored, self.fused_id, self.name)
 
 
 # --------------------------------------------------------------------------- coercion
@@ -138,6 +152,8 @@ def canonical_recipe(region: Any) -> str:
     holder.add_op(clone)
     for name in _LABEL_PROPERTIES:
         clone.properties.pop(name, None)
+        clone.attributes.pop(name, None)
+    for name in _LABEL_ATTRIBUTES:
         clone.attributes.pop(name, None)
     for value in holder.args:
         value.name_hint = None

@@ -69,6 +69,42 @@ def test_equal_math_shares_an_id_whatever_the_names_and_first_name_wins() -> Non
     assert len(reg) == 2 and reg.ids() == (first, first + 1)
 
 
+def test_recipe_of_returns_a_copy_mutations_do_not_reach_the_registry() -> None:
+    from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
+
+    reg = RecipeRegistry()
+    fid = reg.register("exp", region_text())
+    got = reg.recipe_of(fid).region
+    before = canonical_recipe(got)
+    # A careless caller re-labels the region and rewrites its math in place.
+    got.properties["name"] = StringAttr("hijacked")
+    got.properties["fused_id"] = IntegerAttr(7, i64)
+    body = got.body.blocks[0]
+    exp = body.first_op
+    neg = parse_module(module_text("prim.neg")).body.block.first_op.body.block.first_op.body.blocks[0].first_op
+    neg.detach()
+    body.insert_op_before(neg, exp)
+    neg.operands = [exp.operands[0]]
+    exp.results[0].replace_all_uses_with(neg.results[0])
+    body.erase_op(exp)
+    assert canonical_recipe(got) != before  # the copy did change
+    again = reg.recipe_of(fid).region
+    assert again is not got
+    assert (again.id, again.region_name) == (fid, "exp")
+    assert canonical_recipe(again) == before == reg.recipe_of(fid).canonical
+    assert [op.name for op in again.body.blocks[0].ops] == ["prim.exp", "fused.yield"]
+    assert reg.register("other", region_text()) == fid  # dedup still sees the original math
+
+
+def test_canonical_recipe_ignores_the_inplace_marker() -> None:
+    from xdsl.dialects.builtin import DenseArrayBase, i64
+
+    plain = as_region(region_text())
+    marked = as_region(region_text())
+    marked.attributes["fused.inplace"] = DenseArrayBase.from_list(i64, [0, 0])
+    assert canonical_recipe(marked) == canonical_recipe(plain)
+
+
 def test_canonical_recipe_ignores_labels_but_not_math() -> None:
     assert canonical_recipe(region_text()) == canonical_recipe(region_text(names=("u", "v", "w"), name="z"))
     assert canonical_recipe(region_text()) != canonical_recipe(region_text("prim.tanh"))
