@@ -10,13 +10,17 @@ each operand and the users of each result, and the two questions fusion asks:
   the graph size.
 - `nonconvex_witness(members)`: an op outside `members` on a path that leaves
   them and comes back (None if the set is convex).
+- `cycle_witness(members, group_of, group_ops)`: the same question with the
+  regions already accepted contracted to one node each (a region runs as a
+  unit: all its inputs before any of its outputs). Two convex regions can
+  still need each other; this finds the region that closes such a cycle.
 
 It does not decide what to fuse and does not rewrite IR.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from xdsl.ir import Block, Operation, SSAValue
@@ -102,6 +106,55 @@ class DataflowGraph:
                 if u not in reach:
                     reach.add(u)
                     frontier.append(u)
+        return None
+
+    def cycle_witness(self, members: Collection[Operation], group_of: Mapping[Operation, Any],
+                      group_ops: Mapping[Any, Sequence[Operation]]) -> tuple[Any, Operation] | None:
+        """Would fusing `members` close a cycle once every group (an accepted
+        region: `group_of[op]` is its key, `group_ops[key]` its ops) is
+        contracted to a single node? Returns (the key of a group on such a
+        path, or None for a plain op-level path; the member it re-enters at),
+        or None when the contracted graph stays acyclic.
+
+        Forward search from the users of `members`. A plain op at or after the
+        last member cannot lead back, so it is not visited; a group is entered
+        once and continues from the users of all of its ops. `members` must be
+        disjoint from the groups."""
+        if not members:
+            return None
+        ordered = list(dict.fromkeys(members))  # deterministic: the caller's order, not set order
+        member_set = set(ordered)
+        hi = max(self.index[m] for m in member_set)
+        seen: set[Operation] = set()
+        seen_groups: set[Any] = set()
+        stack: list[tuple[Operation, Any]] = []
+
+        def reach(op: Operation, via: Any) -> None:
+            key = group_of.get(op)
+            if key is not None:
+                if key in seen_groups:
+                    return
+                seen_groups.add(key)
+                for g_op in group_ops[key]:
+                    if g_op not in seen:
+                        seen.add(g_op)
+                        stack.append((g_op, key if via is None else via))
+                return
+            if op in seen or self.index[op] >= hi:
+                return
+            seen.add(op)
+            stack.append((op, via))
+
+        for m in ordered:
+            for u in self.users(m):
+                if u not in member_set:
+                    reach(u, None)
+        while stack:
+            cur, via = stack.pop()
+            for u in self.users(cur):
+                if u in member_set:
+                    return via, u
+                reach(u, via)
         return None
 
     def external_inputs(self, members: Iterable[Operation], inside: Collection[Operation]) -> list[SSAValue]:

@@ -30,15 +30,17 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from fusebind.compiler.context import OptimizationContext
 from fusebind.compiler.cost import (
+    UNKNOWN_COST,
     Cost,
     CostEstimate,
     MachineModel,
@@ -47,7 +49,17 @@ from fusebind.compiler.cost import (
     compose_region_cost,
 )
 from fusebind.compiler.graph import DataflowGraph
-from fusebind.compiler.rules import Candidate, MatchState, Rule, capability_gated_rules, ALL_RULES
+from fusebind.compiler.inplace import inplace_operand, mark_inplace
+from fusebind.compiler.rules import (
+    ALL_RULES,
+    Candidate,
+    MatchState,
+    Rule,
+    absorb_neighbours,
+    capability_gated_rules,
+    is_fusable_elementwise,
+    merged_name,
+)
 from fusebind.dialect.fused import CostAttr, RegionOp, YieldOp
 from fusebind.dialect.prim import ConstantOp, MatmulOp, ReductionOp
 from fusebind.dialect.types import elem_of, shape_of
@@ -77,6 +89,9 @@ class Decision:
     fused_cost: Any = None
     unfused_cost: Any = None
     backend: str = "cpu"
+    #: (operand index, result index) when the fused region may write that
+    #: result into that operand's buffer (see `fusebind.compiler.inplace`).
+    inplace: tuple[int, int] | None = None
 
     def remark(self) -> str:
         """The line `fuse{remarks=true}` prints."""
@@ -152,23 +167,44 @@ def _symbolic_ns(flops: float, nbytes: float, machine: MachineModel) -> float:
     return machine.roofline_ns(flops, nbytes) + machine.launch_ns
 
 
-def price(region: RegionOp, ops: tuple[Operation, ...], ctx: OptimizationContext) -> tuple[Cost, Cost, bool]:
-    """(fused cost, unfused cost, symbolic?) of fusing `ops` into `region`."""
-    fused = compose_region_cost(region, ctx.machine)
-    unfused = compose_primitives_cost(ops, ctx.machine)
-    if fused.is_known and unfused.is_known:
-        return fused, unfused, False
+def _region_cost(region: RegionOp, ops: tuple[Operation, ...], ctx: OptimizationContext, symbolic: bool) -> Cost:
+    """The cost of running `region` (which replaces `ops`) as one kernel:
+    Layer-1, or priced with every dynamic dim taken as `ctx.symbolic_dim`."""
+    if not symbolic:
+        return compose_region_cost(region, ctx.machine)
     dim, m = ctx.symbolic_dim, ctx.machine
     body = [o for o in region.body.blocks[0].ops if not isinstance(o, YieldOp)]
-    f_flops = sum(_symbolic_flops(o, dim) for o in body)
-    f_bytes = _symbolic_bytes([*region.operands, *region.results], dim)
-    fused_s = CostEstimate(f_flops, f_bytes, _symbolic_ns(f_flops, f_bytes, m))
+    flops = sum(_symbolic_flops(o, dim) for o in body)
+    nbytes = _symbolic_bytes([*region.operands, *region.results], dim)
+    return CostEstimate(flops, nbytes, _symbolic_ns(flops, nbytes, m))
+
+
+def _primitives_cost(ops: tuple[Operation, ...], ctx: OptimizationContext, symbolic: bool) -> Cost:
+    """The cost of running `ops` one kernel each (Layer-1 or symbolic)."""
+    if not symbolic:
+        return compose_primitives_cost(ops, ctx.machine)
+    dim, m = ctx.symbolic_dim, ctx.machine
     total = CostEstimate(0.0, 0.0, 0.0)
     for op in ops:
         fl = _symbolic_flops(op, dim)
         nb = _symbolic_bytes([*op.operands, *op.results], dim)
         total = total + CostEstimate(fl, nb, _symbolic_ns(fl, nb, m))
-    return fused_s, total, True
+    return total
+
+
+def _sum(a: Cost, b: Cost) -> Cost:
+    if not (a.is_known and b.is_known):
+        return UNKNOWN_COST
+    return a + b  # type: ignore[operator]
+
+
+def price(region: RegionOp, ops: tuple[Operation, ...], ctx: OptimizationContext) -> tuple[Cost, Cost, bool]:
+    """(fused cost, unfused cost, symbolic?) of fusing `ops` into `region`."""
+    fused = _region_cost(region, ops, ctx, False)
+    unfused = _primitives_cost(ops, ctx, False)
+    if fused.is_known and unfused.is_known:
+        return fused, unfused, False
+    return _region_cost(region, ops, ctx, True), _primitives_cost(ops, ctx, True), True
 
 
 def _us(cost: Cost) -> str:
@@ -216,6 +252,12 @@ def build_region(graph: DataflowGraph, ops: tuple[Operation, ...], name: str, fu
     return RegionOp(inputs, [v.type for v in outputs], Region(block), name=name, fused_id=fused_id)
 
 
+def _discard(region: RegionOp) -> None:
+    """Drop a built region nobody will insert: it must not keep uses of the
+    block's values (they would look like outside users to later checks)."""
+    region.drop_all_references()
+
+
 def _dtypes(region: RegionOp) -> tuple[str, ...]:
     return tuple(elem_of(v.type) for v in (*region.operands, *region.results))
 
@@ -235,13 +277,33 @@ def _detached_recipe(region: RegionOp, fused_id: int) -> RegionOp:
 
 @dataclass
 class _Accepted:
+    """A region that will be rewritten: its candidate, the built region, the
+    values it replaces (in result order), its cost and its pending decision."""
+
     candidate: Candidate
     region: RegionOp
     outputs: list[SSAValue]
+    symbolic: bool
+    decision: Decision
+
+
+@dataclass
+class _Priced:
+    """A candidate that passed the legality checks, with its region and price."""
+
+    region: RegionOp
+    fused: Cost
+    unfused: Cost
+    symbolic: bool
+
+    @property
+    def how(self) -> str:
+        return "symbolic per-element cost" if self.symbolic else "Layer-1"
 
 
 class _FunctionOptimizer:
-    """Runs the rules over one function block of the (already cloned) module."""
+    """Runs the rules over one function block of the (already cloned) module,
+    merges the accepted regions to a fixpoint, then rewrites the block."""
 
     def __init__(self, fn: func.FuncOp, ctx: OptimizationContext, rules: list[Rule], gated_static: set[int],
                  decisions: list[Decision], work: dict[int, WorkItem]) -> None:
@@ -255,18 +317,30 @@ class _FunctionOptimizer:
         self.block = fn.body.blocks[0]
         self.graph = DataflowGraph(self.block)
         self.claimed: set[Operation] = set()
-        self.accepted: list[_Accepted] = []
+        self.accepted: dict[int, _Accepted] = {}  # key: acceptance number (block order of acceptance)
+        self.region_of: dict[Operation, int] = {}
+        self.region_ops: dict[int, tuple[Operation, ...]] = {}
+        self._next_key = 0
         self._seen_rejections: set[tuple[Any, ...]] = set()
+
+    # ----------------------------------------------------------------- records
+
+    def decision(self, verdict: Verdict, cand: Candidate, detail: str, fused_id: int = 0,
+                 costs: tuple[Any, Any] = (None, None)) -> Decision:
+        return Decision(verdict, cand.rule, cand.name, self.fname, tuple(o.name for o in cand.ops),
+                        fused_id, detail, costs[0], costs[1], self.ctx.backend)
 
     def decide(self, verdict: Verdict, cand: Candidate, detail: str, fused_id: int = 0,
                costs: tuple[Any, Any] = (None, None)) -> None:
+        """Record a verdict that is final now (every one but `fused`, whose
+        decision waits for the merge step)."""
         key = (verdict, cand.rule, tuple(id(o) for o in cand.ops), detail)
-        if verdict != "fused":
-            if key in self._seen_rejections:
-                return
-            self._seen_rejections.add(key)
-        self.decisions.append(Decision(verdict, cand.rule, cand.name, self.fname, tuple(o.name for o in cand.ops),
-                                       fused_id, detail, costs[0], costs[1], self.ctx.backend))
+        if key in self._seen_rejections:
+            return
+        self._seen_rejections.add(key)
+        self.decisions.append(self.decision(verdict, cand, detail, fused_id, costs))
+
+    # ----------------------------------------------------------------- the sweeps
 
     def run(self) -> None:
         for _ in range(MAX_SWEEPS):
@@ -280,40 +354,123 @@ class _FunctionOptimizer:
                     self.consider(cand)
             if len(self.claimed) == before:
                 break
+        self.merge_regions()
+        self.finish()
         self.rewrite()
+
+    def check(self, cand: Candidate, ignore: Collection[int] = ()) -> _Priced | None:
+        """Size bound, convexity, cycles with accepted regions (except the
+        `ignore`d ones), region build and price; None after recording why not."""
+        if len(cand.ops) > self.ctx.max_region_ops:
+            self.decide("too-big", cand, f"{len(cand.ops)} ops > max-ops {self.ctx.max_region_ops}")
+            return None
+        via = self.graph.nonconvex_witness(cand.ops)
+        if via is not None:
+            self.decide("illegal", cand, f"non-convex: a path leaves the region through {via.name} and re-enters")
+            return None
+        if self.accepted:
+            group_of = self.region_of if not ignore else {
+                op: k for op, k in self.region_of.items() if k not in ignore}
+            cycle = self.graph.cycle_witness(cand.ops, group_of, self.region_ops)
+            if cycle is not None:
+                key, at = cycle
+                other = f"region @{self.accepted[key].candidate.name}" if key is not None else "an outside op"
+                self.decide("illegal", cand, f"would create a cycle: a path leaves through {other} "
+                                             f"and re-enters at {at.name}")
+                return None
+        region = build_region(self.graph, cand.ops, cand.name)
+        if not region.results:
+            _discard(region)
+            self.decide("illegal", cand, "the region has no result used outside it")
+            return None
+        fused, unfused, symbolic = price(region, cand.ops, self.ctx)
+        return _Priced(region, fused, unfused, symbolic)
 
     def consider(self, cand: Candidate) -> None:
         if self.claimed.intersection(cand.ops):
             return
-        if len(cand.ops) > self.ctx.max_region_ops:
-            self.decide("too-big", cand, f"{len(cand.ops)} ops > max-ops {self.ctx.max_region_ops}")
-            return
-        via = self.graph.nonconvex_witness(cand.ops)
-        if via is not None:
-            self.decide("illegal", cand, f"non-convex: a path leaves the region through {via.name} and re-enters")
-            return
-        region = build_region(self.graph, cand.ops, cand.name)
-        if not region.results:
-            self.decide("illegal", cand, "the region has no result used outside it")
-            return
-        fused, unfused, symbolic = price(region, cand.ops, self.ctx)
-        how = "symbolic per-element cost" if symbolic else "Layer-1"
-        if not cheaper(fused, unfused):
-            self.decide("unprofitable", cand, f"fused {_us(fused)} >= unfused {_us(unfused)}, {how}",
-                        costs=(fused, unfused))
-            return
-        fused_id = self.pick_id(cand, region)
-        if fused_id is None:
-            return
-        if not symbolic:
-            region.properties["cost"] = CostAttr(fused.flops, fused.bytes, fused.ns)  # type: ignore[union-attr]
-        from xdsl.dialects.builtin import IntegerAttr, i64
+        if cand.static_id is not None and len(cand.ops) < self.ctx.max_region_ops:
+            grown = absorb_neighbours(self.graph, cand.ops, lambda op: op not in self.claimed,
+                                      self.ctx.max_region_ops)
+            if len(grown) > len(cand.ops) and self.consider_absorbing(cand, grown):
+                return
+        priced = self.check(cand)
+        if priced is not None:
+            self.consider_exact(cand, priced)
 
+    def consider_absorbing(self, cand: Candidate, grown: tuple[Operation, ...]) -> bool:
+        """A catalog candidate with fusable neighbours: fuse the grown cluster
+        as one synthesized region when it is legal and cheaper (Layer-1) than
+        the catalog region plus its neighbours unfused. True when that settled
+        the candidate (fused, or queued with the catalog region fused now)."""
+        extra = tuple(op for op in grown if op not in cand.ops)
+        rule = "elementwise" if all(is_fusable_elementwise(o) for o in grown) else "reduction"
+        big = Candidate(rule, merged_name(grown), grown)
+        priced = self.check(big)
+        if priced is None:
+            return False
+        base = self.check(cand)
+        if base is None:
+            _discard(priced.region)
+            return False
+        symbolic = priced.symbolic or base.symbolic
+        merged_cost = _region_cost(priced.region, grown, self.ctx, symbolic)
+        baseline = _sum(_region_cost(base.region, cand.ops, self.ctx, symbolic),
+                        _primitives_cost(extra, self.ctx, symbolic))
+        how = "symbolic per-element cost" if symbolic else "Layer-1"
+        if not cheaper(merged_cost, baseline):
+            self.decide("unprofitable", big, f"absorbing {len(extra)} neighbour op(s) into catalog "
+                        f"{cand.name}: {_us(merged_cost)} >= {_us(baseline)}, {how}", costs=(merged_cost, baseline))
+            _discard(priced.region)
+            _discard(base.region)
+            return False
+        registry = self.ctx.recipe_registry()
+        runtime_id = registry.register(big.name, priced.region)
+        detail = (f"{len(grown)} ops, absorbs catalog {cand.name} and {len(extra)} neighbour op(s); "
+                  f"fused {_us(merged_cost)} < catalog + neighbours {_us(baseline)}, {how}")
+        if self.ctx.has_kernel(runtime_id):
+            _discard(base.region)
+            self.accept(big, _Priced(priced.region, merged_cost, priced.unfused, symbolic), runtime_id, detail)
+            return True
+        self.queue(big, priced.region, runtime_id, None, "queued; " + detail)
+        _discard(priced.region)
+        if cand.static_id not in self.gated_static:  # the catalog kernel runs until the cluster's is bound
+            self.claimed.update(extra)
+            self.consider_exact(cand, base)
+        else:
+            _discard(base.region)
+            self.claimed.update(grown)
+        return True
+
+    def consider_exact(self, cand: Candidate, priced: _Priced) -> None:
+        """Fuse `cand` as it is when cheaper than its primitives and gated open."""
+        if not cheaper(priced.fused, priced.unfused):
+            self.decide("unprofitable", cand,
+                        f"fused {_us(priced.fused)} >= unfused {_us(priced.unfused)}, {priced.how}",
+                        costs=(priced.fused, priced.unfused))
+            _discard(priced.region)
+            return
+        fused_id = self.pick_id(cand, priced.region)
+        if fused_id is None:
+            _discard(priced.region)
+            return
+        self.accept(cand, priced, fused_id, f"{len(cand.ops)} ops; fused {_us(priced.fused)} < unfused "
+                                            f"{_us(priced.unfused)}, {priced.how}")
+
+    def accept(self, cand: Candidate, priced: _Priced, fused_id: int, detail: str) -> None:
+        region = priced.region
+        if not priced.symbolic:
+            region.properties["cost"] = CostAttr(priced.fused.flops, priced.fused.bytes, priced.fused.ns)  # type: ignore[union-attr]
         region.properties["fused_id"] = IntegerAttr(fused_id, i64)
         self.claimed.update(cand.ops)
-        self.accepted.append(_Accepted(cand, region, self.graph.escaping_results(cand.ops, set(cand.ops))))
-        self.decide("fused", cand, f"{len(cand.ops)} ops; fused {_us(fused)} < unfused {_us(unfused)}, {how}",
-                    fused_id, (fused, unfused))
+        key = self._next_key
+        self._next_key += 1
+        decision = self.decision("fused", cand, detail, fused_id, (priced.fused, priced.unfused))
+        self.accepted[key] = _Accepted(cand, region, self.graph.escaping_results(cand.ops, set(cand.ops)),
+                                       priced.symbolic, decision)
+        self.region_ops[key] = cand.ops
+        for op in cand.ops:
+            self.region_of[op] = key
 
     def pick_id(self, cand: Candidate, region: RegionOp) -> int | None:
         """The id to fuse under, or None after recording the gated verdict."""
@@ -325,27 +482,118 @@ class _FunctionOptimizer:
             return runtime_id
         self.claimed.update(cand.ops)  # reserved for the pending kernel
         if cand.static_id is not None:
-            self.decide("gated", cand, f"queued as runtime id {runtime_id}", cand.static_id)
+            self.queue(cand, region, runtime_id, cand.static_id, f"queued as runtime id {runtime_id}")
         else:
-            self.decide("gated", cand, "queued", runtime_id)
+            self.queue(cand, region, runtime_id, None, "queued")
+        return None
+
+    def queue(self, cand: Candidate, region: RegionOp, runtime_id: int, static_id: int | None, detail: str) -> None:
+        """Record `gated` and put the region on the work order (once per id)."""
+        self.decide("gated", cand, detail, static_id if static_id is not None else runtime_id)
         if runtime_id not in self.work:
+            registry = self.ctx.recipe_registry()
             self.work[runtime_id] = WorkItem(runtime_id, registry.recipe_of(runtime_id).name,
                                              _detached_recipe(region, runtime_id), _dtypes(region),
-                                             cand.static_id, cand.rule)
-        return None
+                                             static_id, cand.rule)
+
+    # ----------------------------------------------------------------- merging
+
+    def merge_regions(self) -> None:
+        """Merge accepted regions along their dataflow edges (producer region
+        into a consumer region) until nothing changes: a merge must keep the
+        contracted graph acyclic, stay within max-ops, be cheaper (Layer-1)
+        than the two regions, and have a kernel (else it is queued)."""
+        tried: set[tuple[int, int]] = set()
+        changed = True
+        while changed:
+            changed = False
+            for a_key in sorted(self.accepted):
+                if a_key not in self.accepted:
+                    continue
+                for b_key in self.consumer_regions(a_key):
+                    if (a_key, b_key) in tried:
+                        continue
+                    tried.add((a_key, b_key))
+                    if self.try_merge(a_key, b_key):
+                        changed = True
+                        break
+
+    def consumer_regions(self, key: int) -> list[int]:
+        out: list[int] = []
+        for op in self.region_ops[key]:
+            for u in self.graph.users(op):
+                other = self.region_of.get(u)
+                if other is not None and other != key and other not in out:
+                    out.append(other)
+        return out
+
+    def try_merge(self, a_key: int, b_key: int) -> bool:
+        a, b = self.accepted[a_key], self.accepted[b_key]
+        ops = tuple(sorted((*a.candidate.ops, *b.candidate.ops), key=self.graph.index.__getitem__))
+        epilogue = "matmul-epilogue" in (a.candidate.rule, b.candidate.rule)
+        name = merged_name(ops, "matmul_epilogue_" if epilogue else None)
+        cand = Candidate("merge", name, ops)
+        if len(ops) > self.ctx.max_region_ops:
+            self.decide("too-big", cand, f"merging @{a.candidate.name} and @{b.candidate.name}: "
+                                         f"{len(ops)} ops > max-ops {self.ctx.max_region_ops}")
+            return False
+        priced = self.check(cand, ignore=(a_key, b_key))
+        if priced is None:
+            return False
+        symbolic = priced.symbolic or a.symbolic or b.symbolic
+        merged_cost = _region_cost(priced.region, ops, self.ctx, symbolic)
+        parts = _sum(_region_cost(a.region, a.candidate.ops, self.ctx, symbolic),
+                     _region_cost(b.region, b.candidate.ops, self.ctx, symbolic))
+        how = "symbolic per-element cost" if symbolic else "Layer-1"
+        what = f"merges @{a.candidate.name} ({a.candidate.rule}) and @{b.candidate.name} ({b.candidate.rule})"
+        if not cheaper(merged_cost, parts):
+            self.decide("unprofitable", cand, f"{what}: {_us(merged_cost)} >= {_us(parts)}, {how}",
+                        costs=(merged_cost, parts))
+            _discard(priced.region)
+            return False
+        registry = self.ctx.recipe_registry()
+        runtime_id = registry.register(name, priced.region)
+        detail = f"{len(ops)} ops, {what}; fused {_us(merged_cost)} < the two regions {_us(parts)}, {how}"
+        if not self.ctx.has_kernel(runtime_id):
+            self.queue(cand, priced.region, runtime_id, None, "queued; " + detail)
+            _discard(priced.region)
+            return False
+        if "matmul-epilogue" in (a.candidate.rule, b.candidate.rule):
+            cand = Candidate("matmul-epilogue", name, ops)
+        _discard(a.region)
+        _discard(b.region)
+        del self.accepted[a_key], self.accepted[b_key]
+        del self.region_ops[a_key], self.region_ops[b_key]
+        for op in ops:
+            del self.region_of[op]
+        unfused = _sum(a.decision.unfused_cost, b.decision.unfused_cost)
+        self.accept(cand, _Priced(priced.region, merged_cost, unfused, symbolic), runtime_id, detail)
+        return True
+
+    def finish(self) -> None:
+        """Stamp the in-place marker where sound and record the fused decisions."""
+        for acc in sorted(self.accepted.values(), key=lambda acc: self.graph.index[acc.candidate.ops[0]]):
+            k = inplace_operand(acc.region, {*acc.candidate.ops, acc.region})
+            decision = acc.decision
+            if k is not None:
+                mark_inplace(acc.region, k, 0)
+                decision = replace(decision, inplace=(k, 0),
+                                   detail=decision.detail + f"; in place: result 0 may reuse operand {k}'s buffer")
+            self.decisions.append(decision)
 
     # ----------------------------------------------------------------- rewriting
 
     def rewrite(self) -> None:
         if not self.accepted:
             return
-        for acc in self.accepted:
+        accepted = list(self.accepted.values())
+        for acc in accepted:
             first = acc.candidate.ops[0]
             self.block.insert_op_before(acc.region, first)
             for old, new in zip(acc.outputs, acc.region.results):
                 old.replace_uses_with_if(new, lambda use, ops=set(acc.candidate.ops): use.operation not in ops)
         constants: dict[Operation, None] = {}
-        for acc in self.accepted:
+        for acc in accepted:
             for op in acc.candidate.ops:
                 for v in op.operands:
                     if _inlined_constant(v.owner if isinstance(v.owner, Operation) else None):
@@ -391,21 +639,28 @@ def _topological_reorder(block: Block) -> None:
         block.add_op(ops[i])
 
 
-def optimize_graph(module: ModuleOp, ctx: OptimizationContext) -> OptimizeResult:
+def optimize_graph(module: ModuleOp, ctx: OptimizationContext, *,
+                   rules: Sequence[Rule] | None = None) -> OptimizeResult:
     """Fuse what the gate allows and the cost model favours; see the module doc.
 
     Returns a new module (the input is not mutated), the deduplicated work
-    order of gated regions, and every decision.
+    order of gated regions, and every decision. `rules` replaces the built-in
+    rule set (tests, experiments); catalog rules in it are gated by their
+    static id like the built-in ones.
     """
     if not isinstance(ctx, OptimizationContext):
         raise TypeError(f"optimize_graph: ctx must be an OptimizationContext, got {type(ctx).__name__}")
     if not isinstance(module, ModuleOp):
         raise TypeError(f"optimize_graph: expected a builtin.module, got {type(module).__name__}")
     out = module.clone()
-    rules, gated = capability_gated_rules(ctx.has_kernel)
-    gated_static = set(gated)
-    # Gated catalog rules still match: their regions go on the work order.
-    ordered = [r for r in ALL_RULES if r in rules or r.static_id in gated_static]
+    if rules is None:
+        active, gated = capability_gated_rules(ctx.has_kernel)
+        gated_static = set(gated)
+        # Gated catalog rules still match: their regions go on the work order.
+        ordered = [r for r in ALL_RULES if r in active or r.static_id in gated_static]
+    else:
+        ordered = list(rules)
+        gated_static = {r.static_id for r in ordered if r.static_id is not None and not ctx.has_kernel(r.static_id)}
     decisions: list[Decision] = []
     work: dict[int, WorkItem] = {}
     for op in list(out.ops):

@@ -493,6 +493,50 @@ def _elementwise(state: MatchState) -> list[Candidate]:
     return out
 
 
+# --------------------------------------------------------------------------- absorbing neighbours
+
+
+def absorb_neighbours(graph: DataflowGraph, ops: tuple[Operation, ...], free: Callable[[Operation], bool],
+                      max_ops: int) -> tuple[Operation, ...]:
+    """`ops` grown with the adjacent elementwise/broadcast ops that are
+    `free` (producers and consumers, transitively, breadth-first), as long as
+    the set stays convex and within `max_ops`. In block order.
+
+    This is what keeps a catalog pattern from fragmenting a larger fusable
+    cluster: `relu(a*b+c)` must not become `mul` + `bias_relu`. The optimizer
+    prices the grown set against the catalog region plus its neighbours."""
+    members = set(ops)
+    queue = list(ops)
+    head = 0
+    while head < len(queue) and len(members) < max_ops:
+        cur = queue[head]
+        head += 1
+        for nb in (*graph.producers(cur), *graph.users(cur)):
+            if len(members) >= max_ops:
+                break
+            if nb in members or not (_fusable(nb) and free(nb)):
+                continue
+            members.add(nb)
+            if graph.nonconvex_witness(members) is not None:
+                members.discard(nb)
+                continue
+            queue.append(nb)
+    return tuple(sorted(members, key=graph.index.__getitem__))
+
+
+def merged_name(ops: tuple[Operation, ...], prefix: str | None = None) -> str:
+    """The synthesized name of a region holding `ops`: `ew_...` when all are
+    elementwise, `fused_...` otherwise (or an explicit prefix)."""
+    if prefix is None:
+        prefix = "ew_" if all(_fusable(o) for o in ops) else "fused_"
+    return _synth_name(prefix, ops)
+
+
+def is_fusable_elementwise(op: Operation) -> bool:
+    """An op a synthesized elementwise region may hold (elementwise or broadcast)."""
+    return _fusable(op)
+
+
 # --------------------------------------------------------------------------- the gate
 
 

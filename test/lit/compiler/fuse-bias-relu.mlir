@@ -1,15 +1,17 @@
-// bias+relu (catalog id 4) and a matmul epilogue (matmul stays outside, on BLAS).
+// bias+relu (catalog id 4) and a matmul epilogue (matmul stays outside, on BLAS;
+// the epilogue is marked to run in place in the matmul's output buffer).
 // RUN: fusebind-opt %s -p 'fuse{gate=all}' | filecheck %s
 // RUN: fusebind-opt %s -p 'fuse{gate=none remarks=true}' 2>&1 >/dev/null | filecheck %s --check-prefix=GATED
 // CHECK-LABEL: func.func @br(
 // CHECK-NEXT: fused.region @bias_relu id 4 (%a, %b)
+// CHECK-NOT: fused.inplace
 // CHECK: fused.yield
 // CHECK-NEXT: }
 // CHECK-NEXT: func.return
 // CHECK-NOT: prim.relu
 // CHECK-LABEL: func.func @mm(
 // CHECK-NEXT: %m = prim.matmul
-// CHECK-NEXT: fused.region @matmul_epilogue_add_sigmoid_add id {{[0-9]+}} (%m, %bias, %res)
+// CHECK-NEXT: fused.region @matmul_epilogue_add_sigmoid_add id {{[0-9]+}} (%m, %bias, %res) {{.*}} attributes {fused.inplace = array<i64: 0, 0>} {
 // CHECK: fused.yield
 // CHECK-NEXT: }
 // CHECK-NEXT: func.return

@@ -1,0 +1,104 @@
+"""The in-place epilogue marker of a `fused.region`.
+
+This module owns one fact about a region: *result r may be written into the
+buffer of operand k*. The optimizer stamps it (`mark_inplace`) on an
+epilogue region whose operand is the result of a `prim.matmul` that nothing
+else reads; the executor reads it (`inplace_of`) and may then pass the same
+buffer as that input and that output, so "BLAS does the matmul, the epilogue
+runs in place" (PERFORMANCE.md) costs no extra output buffer or traffic.
+
+The marker is the discardable attribute `fused.inplace = array<i64: k, r>`.
+It describes how a region may be *run*, not its math, so canonical recipe
+text (dedup, object cache keys) ignores it.
+
+When it is sound (`inplace_operand`): the region has exactly one result, of
+a static shape and the same type as operand k; every body op is elementwise
+(`ElementwiseOp`), a `prim.constant`, or a `prim.broadcast_to` of a value
+that does not derive from operand k; every value derived from operand k has
+operand k's shape (operand k is never broadcast, reduced, reshaped or
+transposed); no body op is dead. Then every output element is computed from
+input elements at the same index, so a kernel that reads element i before
+writing element i (any elementwise loop nest, fused or not: the loop writing
+the one result runs after everything it reads) gives the same values in
+place. Regions with reductions, shape ops or several results are never
+marked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from xdsl.dialects.builtin import DenseArrayBase, i64
+from xdsl.ir import Operation, SSAValue
+
+from fusebind.dialect.fused import RegionOp, YieldOp
+from fusebind.dialect.prim import BroadcastToOp, ConstantOp, ElementwiseOp, MatmulOp
+from fusebind.dialect.types import shape_of
+
+#: The discardable attribute name: `array<i64: operand_index, result_index>`.
+INPLACE_ATTR = "fused.inplace"
+
+
+def _static(value: SSAValue) -> bool:
+    return all(d is not None for d in shape_of(value.type))
+
+
+def _body_is_same_index(region: RegionOp, k: int) -> bool:
+    """Every value derived from block argument k keeps its shape, and the
+    body holds only elementwise ops, constants and broadcasts of other values."""
+    block = region.body.blocks[0]
+    arg = block.args[k]
+    shape = shape_of(arg.type)
+    derived: set[SSAValue] = {arg}
+    for op in block.ops:
+        if isinstance(op, YieldOp):
+            continue
+        if not isinstance(op, (ElementwiseOp, ConstantOp, BroadcastToOp)):
+            return False
+        if any(not r.uses for r in op.results):
+            return False
+        if any(v in derived for v in op.operands):
+            if isinstance(op, BroadcastToOp) or any(shape_of(r.type) != shape for r in op.results):
+                return False
+            derived.update(op.results)
+    return True
+
+
+def inplace_operand(region: RegionOp, members: Collection[Operation]) -> int | None:
+    """The index of an operand of `region` (not yet inserted: its operands are
+    the outside values) whose buffer result 0 may reuse, or None.
+
+    The operand must be the result of a `prim.matmul` (an executor temporary,
+    never a caller's array) read by no op outside `members` (the ops the
+    region replaces), and have the result's type."""
+    if len(region.results) != 1 or not _static(region.results[0]):
+        return None
+    out_type = region.results[0].type
+    for k, value in enumerate(region.operands):
+        if not isinstance(value.owner, MatmulOp) or value.type != out_type:
+            continue
+        if any(use.operation not in members for use in value.uses):
+            continue
+        if list(region.operands).count(value) != 1:
+            continue
+        if _body_is_same_index(region, k):
+            return k
+    return None
+
+
+def mark_inplace(region: RegionOp, operand_index: int, result_index: int = 0) -> None:
+    """Stamp the marker: result `result_index` may be written into the buffer
+    of operand `operand_index`."""
+    region.attributes[INPLACE_ATTR] = DenseArrayBase.from_list(i64, [operand_index, result_index])
+
+
+def inplace_of(region: Operation) -> tuple[int, int] | None:
+    """(operand index, result index) when `region` carries the marker, else None.
+    This is what the executor asks before giving a region step its buffers."""
+    attr = region.attributes.get(INPLACE_ATTR)
+    if not isinstance(attr, DenseArrayBase):
+        return None
+    values = tuple(int(v) for v in attr.get_values())
+    if len(values) != 2:
+        return None
+    return values[0], values[1]
