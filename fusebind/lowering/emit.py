@@ -50,6 +50,7 @@ class EmittedKernel:
     name: str
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
+    rowwise: bool = False  # emitted as one loop over rows (rowwise.py)
 
     @property
     def entry(self) -> str:
@@ -238,10 +239,12 @@ class _Emitter:
         self.lines.append(f"}} -> {out_t}")
         return _Value(out, list(shape), out_elem)
 
-    def reduction(self, op: Any, x: _Value, out_elem: str) -> _Value:
+    def reduction(self, op: Any, x: _Value, out_elem: str, axis_shift: int = 0) -> _Value:
+        """axis_shift: leading dims `x` lacks relative to the op's own operand (row-wise emission)."""
         kind = _kind(op)
         rank = len(x.shape)
-        axes = sorted({a % rank for a in _ints(_op_attr(op, "axes"))}) if rank else []
+        full = rank + axis_shift
+        axes = sorted({a % full - axis_shift for a in _ints(_op_attr(op, "axes"))}) if full else []
         if not axes and _op_attr(op, "axes") is None:
             axes = list(range(rank))
         keep = _flag(_op_attr(op, "keepdims")) if _op_attr(op, "keepdims") is not None else False
@@ -429,17 +432,20 @@ def _block_of(region_or_func: Any) -> Any:
 
 def emit_linalg(region_or_func: Any, name: str = "fb_kernel", *, dynamic: bool = False, strided_inputs: bool = False,
                 fastmath: Callable[[str, str], str | None] | None = None,
-                fastmath_defs: Callable[[Iterable[tuple[str, str]]], str] | None = None) -> EmittedKernel:
+                fastmath_defs: Callable[[Iterable[tuple[str, str]]], str] | None = None,
+                rowwise: bool = True) -> EmittedKernel:
     """Emit the kernel of a `fused.region` / `func.func` of prim ops as upstream MLIR text.
 
     dynamic: every dim of every argument is `?` (one kernel per dtypes and ranks).
     strided_inputs: inputs take any strides (e.g. numpy broadcast views, stride 0).
     fastmath(fn, elem) names a function to call instead of `math.<fn>`;
     fastmath_defs(called) returns their MLIR definitions.
+    rowwise: emit a region whose reductions run over trailing axes as one loop over
+    rows (`rowwise.py`); False keeps the whole-tensor form (for comparison and tests).
     Raises `LoweringError(stage="emit")` for anything it cannot lower.
     """
     try:
-        return _emit(region_or_func, name, dynamic, strided_inputs, fastmath, fastmath_defs)
+        return _emit(region_or_func, name, dynamic, strided_inputs, fastmath, fastmath_defs, rowwise)
     except LoweringError:
         raise
     except (ScalarEmitError, AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
@@ -453,9 +459,33 @@ def _safe_print(obj: Any) -> str:
         return f"<unprintable {type(obj).__name__}>"
 
 
+def _emit_op(em: _Emitter, op: Any, args: list[_Value], axis_shift: int = 0) -> _Value:
+    kind = _kind(op)
+    rtype = op.results[0].type
+    if len(op.results) != 1:
+        raise ScalarEmitError(f"{op.name}: ops with {len(op.results)} results are not lowered")
+    if hasattr(op, "scalar_body"):
+        return em.elementwise(op, args, element_name(rtype))
+    if kind.startswith("reduce"):
+        return em.reduction(op, args[0], element_name(rtype), axis_shift)
+    if kind == "transpose":
+        return em.transpose(op, args[0], rtype)
+    if kind == "reshape":
+        return em.reshape(op, args[0], rtype)
+    if kind == "broadcast_to":
+        return em.broadcast_to(op, args[0], rtype)
+    if kind == "constant":
+        return em.constant(op, rtype)
+    if kind == "matmul":
+        return em.matmul(op, args[0], args[1], element_name(rtype))
+    raise ScalarEmitError(f"{op.name}: no lowering to linalg for op kind '{kind}'")
+
+
 def _emit(region_or_func: Any, name: str, dynamic: bool, strided: bool,
           fastmath: Callable[[str, str], str | None] | None,
-          fastmath_defs: Callable[[Iterable[tuple[str, str]]], str] | None) -> EmittedKernel:
+          fastmath_defs: Callable[[Iterable[tuple[str, str]]], str] | None, rowwise: bool = True) -> EmittedKernel:
+    from fusebind.lowering import rowwise as rw
+
     block = _block_of(region_or_func)
     em = _Emitter(fastmath)
     values: dict[Any, _Value] = {}
@@ -479,36 +509,36 @@ def _emit(region_or_func: Any, name: str, dynamic: bool, strided: bool,
                 dims.append(d)
         values[arg] = _Value(tname, dims, elem)
     terminator = block.last_op
-    for op in block.ops:
-        if op is terminator:
-            break
-        kind = _kind(op)
-        args = [values[o] for o in op.operands]
-        rtype = op.results[0].type
-        if hasattr(op, "scalar_body"):
-            v = em.elementwise(op, args, element_name(rtype))
-        elif kind.startswith("reduce"):
-            v = em.reduction(op, args[0], element_name(rtype))
-        elif kind == "transpose":
-            v = em.transpose(op, args[0], rtype)
-        elif kind == "reshape":
-            v = em.reshape(op, args[0], rtype)
-        elif kind == "broadcast_to":
-            v = em.broadcast_to(op, args[0], rtype)
-        elif kind == "constant":
-            v = em.constant(op, rtype)
-        elif kind == "matmul":
-            v = em.matmul(op, args[0], args[1], element_name(rtype))
-        else:
-            raise ScalarEmitError(f"{op.name}: no lowering to linalg for op kind '{kind}'")
-        if len(op.results) != 1:
-            raise ScalarEmitError(f"{op.name}: ops with {len(op.results)} results are not lowered")
-        values[op.results[0]] = v
+    plan = rw.plan_rows(block) if rowwise else "row-wise emission off"
+    if isinstance(plan, rw.RowPlan):
+        outputs, tail = _emit_rows(em, block, values, plan, dynamic)
+    else:
+        for op in block.ops:
+            if op is terminator:
+                break
+            values[op.results[0]] = _emit_op(em, op, [values[o] for o in op.operands])
+        outputs, tail = _write_outputs(em, [values[r] for r in terminator.operands], dynamic)
+    params = [f"%in{i}: {_mtype(s, strided)}" for i, s in enumerate(inputs)]
+    params += [f"%out{k}: {_mtype(s, False)}" for k, s in enumerate(outputs)]
+    consts = [f"{n} = arith.constant {k} : index" for k, n in sorted(em.index_consts.items())]
+    body = consts + header_lines + em.lines + tail + ["return"]
+    text = f"func.func @{name}({', '.join(params)}) attributes {{llvm.emit_c_interface}} {{\n"
+    text += "".join(f"  {line}\n" for line in body) + "}\n"
+    if em.called and fastmath_defs is not None:
+        text = fastmath_defs(sorted(em.called)) + "\n" + text
+    return EmittedKernel(f"module {{\n{text}}}\n", name, tuple(inputs), tuple(outputs), isinstance(plan, rw.RowPlan))
+
+
+def _out_spec(v: _Value, dynamic: bool) -> TensorSpec:
+    return TensorSpec(v.elem, tuple(None if (dynamic or isinstance(d, str)) else d for d in v.shape))
+
+
+def _write_outputs(em: _Emitter, results: list[_Value], dynamic: bool) -> tuple[list[TensorSpec], list[str]]:
+    """Whole-tensor form: materialize every result into its `%out` memref."""
     outputs: list[TensorSpec] = []
     tail: list[str] = []
-    for k, res in enumerate(terminator.operands):
-        v = values[res]
-        spec = TensorSpec(v.elem, tuple(None if (dynamic or isinstance(d, str)) else d for d in v.shape))
+    for k, v in enumerate(results):
+        spec = _out_spec(v, dynamic)
         outputs.append(spec)
         src_t = _ttype(v.shape, v.elem)
         want_t = _ttype([d if d is not None else "?" for d in spec.shape], v.elem)
@@ -518,12 +548,70 @@ def _emit(region_or_func: Any, name: str, dynamic: bool, strided: bool,
             tail.append(f"{val} = tensor.cast {v.name} : {src_t} to {want_t}")
         tail.append(f"bufferization.materialize_in_destination {val} in restrict writable %out{k} : "
                     f"({want_t}, {_mtype(spec, False)}) -> ()")
-    params = [f"%in{i}: {_mtype(s, strided)}" for i, s in enumerate(inputs)]
-    params += [f"%out{k}: {_mtype(s, False)}" for k, s in enumerate(outputs)]
-    consts = [f"{n} = arith.constant {k} : index" for k, n in sorted(em.index_consts.items())]
-    body = consts + header_lines + em.lines + tail + ["return"]
-    text = f"func.func @{name}({', '.join(params)}) attributes {{llvm.emit_c_interface}} {{\n"
-    text += "".join(f"  {line}\n" for line in body) + "}\n"
-    if em.called and fastmath_defs is not None:
-        text = fastmath_defs(sorted(em.called)) + "\n" + text
-    return EmittedKernel(f"module {{\n{text}}}\n", name, tuple(inputs), tuple(outputs))
+    return outputs, tail
+
+
+@dataclass(frozen=True)
+class _MulBy:
+    """Stands in for an elementwise op whose scalar body is a multiply (see `_is_row_division`)."""
+
+    name: str
+
+    def scalar_body(self, b: TextScalarBuilder, x: str, y: str) -> str:
+        return b.mul(x, y)
+
+
+def _is_row_division(op: Any, args: list[_Value]) -> bool:
+    """A float `div` of a row by one value per row (every dim of the divisor's row is 1)."""
+    if _kind(op) != "div" or len(args) != 2 or not is_float(args[0].elem) or args[0].elem != args[1].elem:
+        return False
+    num, den = args
+    return all(d == 1 for d in den.shape) and any(d != 1 for d in num.shape)
+
+
+def _emit_rows(em: _Emitter, block: Any, values: dict[Any, _Value], plan: Any,
+               dynamic: bool) -> tuple[list[TensorSpec], list[str]]:
+    """Row-wise form (see rowwise.py): a loop nest over the leading dims, the chain on one row."""
+    from fusebind.lowering import rowwise as rw
+
+    terminator = block.last_op
+    first_row = next(values[a] for a in block.args if plan.tags[a] == rw.ROW)
+    batch: list[Dim] = list(first_row.shape[: plan.lead])
+    ivs = rw.open_loops(em, plan, batch)
+    views_at = len(em.lines)
+    row_values: dict[Any, _Value] = {}
+    for a in block.args:
+        row_values[a] = rw.slice_row(em, values[a], plan, ivs)
+    for op in block.ops:
+        if op is terminator:
+            break
+        args = [row_values[o] for o in op.operands]
+        if _is_row_division(op, args):
+            # x / s with s one value per row: one division per row, then multiplies
+            # (vdivps is ~10x a vmulps; x * (1/s) is within 2 ulp of x / s)
+            elem = args[1].elem
+            recip = em._map_unary(args[1], lambda bb, v: bb.div(bb.constant(1.0, elem), v), elem)
+            v = em.elementwise(_MulBy(op.name), [args[0], recip], element_name(op.results[0].type))
+        else:
+            v = _emit_op(em, op, args, plan.lead)
+        if _kind(op) == "constant":
+            v = rw.slice_row(em, v, plan, ivs)
+        row_values[op.results[0]] = v
+    outputs: list[TensorSpec] = []
+    views: list[str] = []
+    writes: list[str] = []
+    for k, r in enumerate(terminator.operands):
+        v = row_values[r]
+        full: list[Dim] = batch + list(v.shape) if plan.tags[r] == rw.ROW else list(batch)
+        spec = _out_spec(_Value("", full, v.elem), dynamic)
+        outputs.append(spec)
+        name, view_t, view_lines = rw.out_row(em, k, full, spec.shape, _mtype(spec, False), storage(v.elem), ivs,
+                                              plan.lead if plan.tags[r] == rw.ROW else len(full))
+        views.extend(view_lines)
+        writes.append(f"bufferization.materialize_in_destination {v.name} in restrict writable {name} : "
+                      f"({_ttype(v.shape, v.elem)}, {view_t}) -> ()")
+    # the views come first in the loop body, so eliminate-empty-tensors can write each row in place
+    em.lines[views_at:views_at] = views
+    em.lines.extend(writes)
+    em.lines.extend("}" for _ in ivs)
+    return outputs, []

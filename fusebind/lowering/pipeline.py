@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from typing import Any
 
 from fusebind.lowering.errors import LoweringError
@@ -21,6 +22,10 @@ UPSTREAM_PIPELINE: tuple[tuple[str, str], ...] = (
     ("eliminate-empty-tensors", "let tensor.empty outputs bufferize into the caller's out memref (no heap temporaries)"),
     ("one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}",
      "tensors -> memrefs, destination-passing, in place"),
+    ("func.func(buffer-loop-hoisting)",
+     "row-wise kernels: row-sized temporaries are allocated once per call, not once per row"),
+    ("func.func(promote-buffers-to-stack{max-alloc-size-in-bytes=65536})",
+     "small static temporaries (a row, a row's statistics) live on the stack: no malloc at all"),
     ("buffer-deallocation-pipeline", "free anything bufferization still had to allocate"),
     ("convert-linalg-to-loops", "scalar loops; LLVM's loop vectorizer vectorizes them at O3"),
     ("convert-scf-to-cf", "structured control flow -> branches"),
@@ -33,6 +38,17 @@ UPSTREAM_PIPELINE: tuple[tuple[str, str], ...] = (
     ("convert-cf-to-llvm", "branches -> llvm"),
     ("reconcile-unrealized-casts", "drop the casts left between converted dialects"),
 )
+
+
+# Passes that only matter when bufferization left a heap allocation. Most kernels have
+# none (outputs are written in place, row temporaries live on the stack), and the
+# canonicalizations inside this pipeline were the most expensive upstream step.
+DEALLOCATION_PASS = "buffer-deallocation-pipeline"
+
+# A context costs ~10 ms to create, more than the passes for a small kernel. Each
+# thread keeps one and replaces it after this many modules, since uniqued attributes
+# (dense constants) stay in a context for its lifetime.
+CONTEXT_REUSE = 64
 
 
 def pipeline_text(passes: tuple[tuple[str, str], ...] = UPSTREAM_PIPELINE) -> str:
@@ -91,6 +107,43 @@ def new_context() -> Any:
     return ctx
 
 
+class _ThreadContext(threading.local):
+    """This thread's reusable context (MLIR contexts must not be shared across threads)."""
+
+    ctx: Any = None
+    uses: int = 0
+
+
+_thread_context = _ThreadContext()
+
+
+def _reused_context() -> Any:
+    pool = _thread_context
+    if pool.ctx is None or pool.uses >= CONTEXT_REUSE:
+        pool.ctx = new_context()
+        pool.ctx.enable_multithreading(False)  # small modules; a thread pool only adds start-up cost
+        capi = _c_api()
+        capi.register(capi.pointer(pool.ctx))
+        pool.uses = 0
+    pool.uses += 1
+    return pool.ctx
+
+
+def _has_heap_allocation(module: Any) -> bool:
+    from mlir import ir
+
+    found = []
+
+    def visit(op: Any) -> Any:
+        if op.name in ("memref.alloc", "memref.realloc"):
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return bool(found)
+
+
 def run_upstream_pipeline(text: str, ctx: Any | None = None, pipeline: str | None = None) -> Any:
     """Parse upstream MLIR `text` and lower it to the LLVM dialect. Returns the `ir.Module`.
 
@@ -98,7 +151,8 @@ def run_upstream_pipeline(text: str, ctx: Any | None = None, pipeline: str | Non
     """
     from mlir import ir, passmanager
 
-    ctx = ctx or new_context()
+    ctx = ctx or _reused_context()
+    staged = pipeline is None
     pipeline = pipeline or pipeline_text()
     diagnostics: list[str] = []
 
@@ -114,7 +168,15 @@ def run_upstream_pipeline(text: str, ctx: Any | None = None, pipeline: str | Non
         except Exception as exc:  # MLIRError and friends: report, never crash
             raise LoweringError.at("mlir-parse", _message(exc, diagnostics), text) from None
         try:
-            passmanager.PassManager.parse(pipeline, ctx).run(module.operation)
+            if staged:
+                cut = [p for p, _ in UPSTREAM_PIPELINE].index(DEALLOCATION_PASS)
+                before, after = UPSTREAM_PIPELINE[:cut], UPSTREAM_PIPELINE[cut + 1:]
+                passmanager.PassManager.parse(pipeline_text(before), ctx).run(module.operation)
+                if _has_heap_allocation(module):
+                    after = UPSTREAM_PIPELINE[cut:]
+                passmanager.PassManager.parse(pipeline_text(after), ctx).run(module.operation)
+            else:
+                passmanager.PassManager.parse(pipeline, ctx).run(module.operation)
         except Exception as exc:
             raise LoweringError.at("mlir-passes", _message(exc, diagnostics), text, pipeline) from None
     finally:
@@ -132,7 +194,8 @@ def translate_to_llvm_ir(module: Any) -> str:
     """LLVM IR text of an `ir.Module` already in the LLVM dialect (stage translate)."""
     capi = _c_api()
     ctx = module.context
-    capi.register(capi.pointer(ctx))
+    if ctx is not _thread_context.ctx:  # the reused context registered them when it was made
+        capi.register(capi.pointer(ctx))
     raw = capi.translate(capi.pointer(module.operation))
     if not raw:
         raise LoweringError.at("translate", "mlirTranslateModuleToLLVMIR returned nothing "

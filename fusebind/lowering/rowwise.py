@@ -1,0 +1,179 @@
+"""Row-wise emission: regions whose reductions run over trailing axes become
+one loop over rows, with the whole prim chain applied to one row at a time.
+
+Owns: `plan_rows` (decides whether a block is row-wise and tags every value)
+and `emit_row_loop` (the `scf.for` nest over the leading dims, the row slices
+of the inputs, the per-row chain through the ordinary `_Emitter`, and the
+in-place write of each result row into a subview of its output memref).
+A row is read from memory once and written once; row-sized intermediates are
+hoisted out of the loop and promoted to the stack by the pass pipeline
+(`buffer-loop-hoisting`, `promote-buffers-to-stack`), never malloc'd per row.
+
+Tags: `row` = rank R with leading dims equal to the batch dims (sliced per
+row, leading dims dropped); `rowscalar` = a reduction without keepdims (one
+value per row: rank 0 in the loop); `bcast` = does not vary over rows (rank
+<= R-L, or rank R with leading dims 1), used whole in every row.
+Must not: import `mlir`; change what non-row regions emit (they never come here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+ROW, ROWSCALAR, BCAST = "row", "rowscalar", "bcast"
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """How a block runs row by row: `lead` leading dims are looped over."""
+
+    rank: int
+    lead: int
+    batch: tuple[int | None, ...]
+    tags: dict[Any, str]
+
+    def slice_kinds(self, shape: Sequence[int | None]) -> tuple[str, ...]:
+        """For a rank-R value: per leading dim, 'iv' (follows the loop) or 'zero' (size 1, broadcast)."""
+        return tuple("zero" if (d == 1 and b != 1) else "iv" for d, b in zip(shape[: self.lead], self.batch))
+
+
+def _shape(t: Any) -> tuple[int | None, ...]:
+    return tuple(None if d < 0 else int(d) for d in t.get_shape())
+
+
+def plan_rows(block: Any) -> RowPlan | str:
+    """A `RowPlan` if `block` is row-wise, else a one-line reason why not."""
+    from fusebind.lowering.emit import _flag, _ints, _kind, _op_attr
+
+    terminator = block.last_op
+    ops = [op for op in block.ops if op is not terminator]
+    reductions = [op for op in ops if _kind(op).startswith("reduce")]
+    if not reductions:
+        return "no reduction"
+    first = _shape(reductions[0].operands[0].type)
+    rank = len(first)
+    lead = -1
+    for op in reductions:
+        shape = _shape(op.operands[0].type)
+        axes_attr = _op_attr(op, "axes")
+        axes = sorted({a % len(shape) for a in _ints(axes_attr)}) if shape else []
+        if axes_attr is None:
+            axes = list(range(len(shape)))
+        if len(shape) != rank or not axes or axes != list(range(axes[0], rank)) or axes[0] < 1:
+            return f"{op.name} does not reduce the trailing axes of a rank-{rank} value"
+        if lead not in (-1, axes[0]):
+            return "reductions over different numbers of trailing axes"
+        lead = axes[0]
+    batch = first[:lead]
+    tags: dict[Any, str] = {}
+
+    def full_tag(shape: tuple[int | None, ...]) -> str | None:
+        if len(shape) <= rank - lead:
+            return BCAST
+        if len(shape) != rank:
+            return None
+        kinds = []
+        for d, b in zip(shape[:lead], batch):
+            if d == 1 and b != 1:
+                kinds.append("zero")
+            elif d is None or b is None or d == b:
+                kinds.append("iv")
+            else:
+                return None
+        return BCAST if all(k == "zero" for k in kinds) else ROW
+
+    for arg in block.args:
+        tag = full_tag(_shape(arg.type))
+        if tag is None:
+            return f"argument of shape {_shape(arg.type)} does not follow the rows {batch}"
+        tags[arg] = tag
+    if not any(t == ROW for t in tags.values()):
+        return "no input varies over the rows"
+    for op in ops:
+        kind = _kind(op)
+        if len(op.results) != 1:
+            return f"{op.name} has {len(op.results)} results"
+        res = op.results[0]
+        in_tags = [tags[o] for o in op.operands]
+        if hasattr(op, "scalar_body"):
+            if ROWSCALAR in in_tags:
+                if any(t == ROW or (t == BCAST and len(_shape(o.type)) != 0) for t, o in zip(in_tags, op.operands)):
+                    return f"{op.name} mixes a per-row scalar with a row-shaped value"
+                tags[res] = ROWSCALAR
+            elif ROW in in_tags:
+                shape = _shape(res.type)
+                if full_tag(shape) != ROW:
+                    return f"{op.name} result {shape} does not follow the rows {batch}"
+                tags[res] = ROW
+            else:
+                tags[res] = BCAST
+        elif kind.startswith("reduce"):
+            if in_tags[0] != ROW:
+                return f"{op.name} reduces a value that does not vary over the rows"
+            keep = _op_attr(op, "keepdims")
+            tags[res] = ROW if (keep is not None and _flag(keep)) else ROWSCALAR
+        elif kind == "constant":
+            tag = full_tag(_shape(res.type))
+            if tag is None:
+                return f"constant of shape {_shape(res.type)} does not follow the rows {batch}"
+            tags[res] = tag
+        else:
+            return f"{op.name} ({kind}) is not emitted row by row"
+    for v in terminator.operands:
+        if tags[v] == BCAST:
+            return "a result does not vary over the rows"
+    return RowPlan(rank, lead, tuple(batch), tags)
+
+
+def subview_type(full: Sequence[Any], memref_shape: Sequence[int | None], lead: int, elem: str) -> str:
+    """Type of the rank-reduced subview of one row (sizes `full`, leading `lead` dims of size 1)
+    of an identity-layout memref of shape `memref_shape` (None = dynamic)."""
+    strides: list[str] = []
+    acc: int | None = 1
+    for d in reversed(memref_shape[lead:]):
+        strides.append("?" if acc is None else str(acc))
+        acc = acc * d if (acc is not None and d is not None) else None
+    strides.reverse()
+    dims = "".join(f"{d if isinstance(d, int) else '?'}x" for d in full[lead:])
+    return f"memref<{dims}{elem}, strided<[{', '.join(strides)}], offset: ?>>"
+
+
+def slice_row(em: Any, value: Any, plan: RowPlan, ivs: list[str]) -> Any:
+    """The row of a full-tensor `value` (an `emit._Value`) at the loop indices: leading dims dropped."""
+    from fusebind.lowering.emit import _ttype, _Value
+
+    shape = value.shape
+    if len(shape) <= plan.rank - plan.lead:
+        return value  # a broadcast value: used whole in every row
+    kinds = plan.slice_kinds([d if isinstance(d, int) else None for d in shape])
+    offsets = [iv if k == "iv" else "0" for k, iv in zip(kinds, ivs)] + ["0"] * (len(shape) - plan.lead)
+    sizes = ["1"] * plan.lead + [str(d) for d in shape[plan.lead:]]
+    name = em.fresh("row")
+    inner = list(shape[plan.lead:])
+    em.lines.append(f"{name} = tensor.extract_slice {value.name}[{', '.join(offsets)}] [{', '.join(sizes)}] "
+                    f"[{', '.join(['1'] * len(shape))}] : {_ttype(shape, value.elem)} to {_ttype(inner, value.elem)}")
+    return _Value(name, inner, value.elem)
+
+
+def open_loops(em: Any, plan: RowPlan, batch_dims: Sequence[Any]) -> list[str]:
+    """`scf.for` over each leading dim (sizes: ints or SSA names); returns the induction variables."""
+    ivs = []
+    for k, size in enumerate(batch_dims):
+        iv = em.fresh("i")
+        bound = em.index(size) if isinstance(size, int) else size
+        em.lines.append(f"scf.for {iv} = {em.index(0)} to {bound} step {em.index(1)} {{")
+        ivs.append(iv)
+    return ivs
+
+
+def out_row(em: Any, k: int, full_shape: Sequence[Any], memref_shape: Sequence[int | None], out_mtype: str,
+            elem: str, ivs: list[str], lead: int) -> tuple[str, str, list[str]]:
+    """A subview of `%out{k}` at the loop indices: (name, its type, the line defining it)."""
+    name = em.fresh("ov")
+    offsets = ivs[:lead] + ["0"] * (len(full_shape) - lead)
+    sizes = ["1"] * lead + [str(d) for d in full_shape[lead:]]
+    view_t = subview_type(full_shape, memref_shape, lead, elem)
+    line = (f"{name} = memref.subview %out{k}[{', '.join(offsets)}] [{', '.join(sizes)}] "
+            f"[{', '.join(['1'] * len(full_shape))}] : {out_mtype} to {view_t}")
+    return name, view_t, [line]
