@@ -35,7 +35,7 @@ _POOL_LOCK = threading.Lock()
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 
 
-def _pool(threads: int) -> ThreadPoolExecutor:
+def split_pool(threads: int) -> ThreadPoolExecutor:
     """A lazily created worker pool of `threads - 1` threads (the caller runs one chunk)."""
     with _POOL_LOCK:
         pool = _POOLS.get(threads)
@@ -143,7 +143,7 @@ class KernelCall:
                 for op, base, off in zip(ops, bases, offsets):
                     op.ptrs[0] = base + off
                     op.ptrs[1] = base + off
-            pool = _pool(self.chunks)
+            pool = split_pool(self.chunks)
             futures = [pool.submit(self._fn, *addrs) for _, addrs, _ in self._sets[1:]]
             self._fn(*self._addrs0)
             for f in futures:

@@ -4,14 +4,19 @@ Owns `Executor` (per-signature plan cache, re-planning when the binding
 table's generation moves, argument checks, stats, `explain`) and re-exports
 `compile_one` / `KernelMiss` (resolve.py), `FusedArmMismatch` (plan.py).
 
-Flow per call: look the input signature (shapes, dtypes) up in the plan
-cache; if the plan is missing or was built against an older table
-generation, (re)optimize the module against the current snapshot, build the
-plan, and hand its work order (regions whose fused arm is not bound) to the
-`RegionCompiler` — synchronously, or on its worker with `background=True`,
-in which case calls run arm 0 until the adoption bumps the generation.
+Flow per call: the fast path first: when the last plan is one fused kernel
+and the table generation has not moved, allocate the output and make one
+native call (the thunk, thunk.py, checks every argument itself and declines
+when one does not fit). Otherwise look the input signature (shapes, dtypes)
+up in the plan cache; if the plan is missing or was built against an older
+table generation, specialize the function to the call's shapes
+(specialize.py), (re)optimize it against the current snapshot, build the
+plan, and hand the work order (regions whose fused arm is not bound) to the
+`JitCompiler` (jit.py, the one JIT loop) — synchronously, or on its worker
+with `background=True`, in which case calls run arm 0 until the adoption
+bumps the generation.
 
-Must not: write the binding table itself (tiering.py and static_kernels.py
+Must not: write the binding table itself (jit.py and static_kernels.py
 do, through their APIs).
 """
 
@@ -23,9 +28,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from fusebind.runtime import bindings as _bindings
 from fusebind.runtime.bindings import BindingTable, bindings_generation, global_bindings, parse_backend
+from fusebind.runtime.call import SPLIT_THRESHOLD
+from fusebind.runtime.jit import JitCompiler, kernel_is_splittable
 from fusebind.runtime.plan import (
     ArmStats,
+    FastPath,
     FusedArmMismatch,
     FusedArmMismatchWarning,
     Plan,
@@ -35,7 +44,7 @@ from fusebind.runtime.plan import (
     describe_decisions,
 )
 from fusebind.runtime.resolve import KernelMiss, ResolvedKernel, compile_one
-from fusebind.runtime.tiering import RegionCompiler
+from fusebind.runtime.specialize import SpecializationError, specialize_function
 
 __all__ = [
     "ArgumentError", "Executor", "ExecutorStats", "FusedArmMismatch", "FusedArmMismatchWarning", "KernelMiss",
@@ -63,7 +72,7 @@ class ExecutorStats:
     plans: int = 0
     cache_hits: int = 0
     arms: ArmStats = field(default_factory=ArmStats)
-    compiler: RegionCompiler | None = field(default=None, repr=False)
+    compiler: JitCompiler | None = field(default=None, repr=False)
 
     @property
     def compiles(self) -> int:
@@ -115,21 +124,29 @@ class Executor:
             raise ValueError(f"threads must be >= 1 (or None for the CPU count), got {threads}")
         self.options = PlanOptions(backend=parse_backend(backend), verify=verify, verify_action=verify_action,
                                    threads=threads, static_kernels=static_kernels)
-        self.compiler = RegionCompiler(backend=self.options.backend, background=background, cache=cache,
-                                       before_compile=before_compile)
-        self.stats = ExecutorStats(compiler=self.compiler)
+        self.compiler = JitCompiler(self.options.backend, background=background, cache=cache,
+                                    before_compile=before_compile, split_threshold=SPLIT_THRESHOLD)
+        self._stats = ExecutorStats(compiler=self.compiler)
+        self._fast_paths: list[FastPath] = []
+        #: the fast path of the last plan run: (generation, FastPath), or None
+        self.fast: FastPath | None = None
         args = self.func.body.blocks[0].args
         self.arg_names = list(arg_names) if arg_names is not None else [_arg_name(a, i) for i, a in enumerate(args)]
         self.arg_types = [(numpy_dtype(elem_of(a.type)), shape_of(a.type)) for a in args]
         self._plans: dict[Any, Plan] = {}
-        self._optimized: tuple[int, Any] | None = None
-        self._work_items: list[Any] = []
+        self._optimized: dict[Any, tuple[int, Any, Any, list[Any], list[Any]]] = {}
         self.optimized_module: Any = module
         self.decisions: list[Any] = []  # the optimizer's decisions (fused / gated / rejected)
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ calls
     def __call__(self, *args: Any) -> Any:
+        fast = self.fast
+        if fast is not None and fast.generation == _bindings._current.generation:
+            out = fast.empty(fast.shape, fast.dtype)
+            if fast.function(*args, out) is not None:
+                fast.calls += 1
+                return out
         arrays = [a if type(a) is np.ndarray else np.asarray(a) for a in args]
         return self.run_signature(tuple((a.shape, a.dtype) for a in arrays), arrays)
 
@@ -139,10 +156,19 @@ class Executor:
         if plan is None or plan.generation != bindings_generation():
             plan = self.plan_for(arrays, sig)
         else:
-            self.stats.cache_hits += 1
+            self._stats.cache_hits += 1
+        self.fast = plan.fast
         outs = plan.run(arrays)
-        self.stats.calls += 1
+        self._stats.calls += 1
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @property
+    def stats(self) -> ExecutorStats:
+        """Counters so far (fast-path calls are counted as calls of the fused arm)."""
+        fast = sum(f.calls for f in self._fast_paths)
+        s = self._stats
+        arms = ArmStats(s.arms.arm0_calls, s.arms.fused_calls + fast, s.arms.arm0_seconds, s.arms.fused_seconds)
+        return ExecutorStats(s.calls + fast, s.plans, s.cache_hits + fast, arms, self.compiler)
 
     # ------------------------------------------------------------------ planning
     def check_arguments(self, arrays: Sequence[np.ndarray]) -> None:
@@ -167,40 +193,58 @@ class Executor:
             if plan is not None and plan.generation == bindings_generation():
                 return plan
             self.check_arguments(arrays)
+            shapes = tuple(a.shape for a in arrays)
             for _ in range(3):
                 table = global_bindings()
-                func = self.optimized_func(table)
-                plan = build_plan(func, table, self.options, self.stats.arms, self._fused_id_of,
-                                  self.compiler.splittable_addresses)
-                self.stats.plans += 1
-                work = list(plan.work_order) + [(f"id:{w.fused_id}", w.region) for w in self._work_items]
+                func = self.optimized_func(table, shapes)
+                plan = build_plan(func, table, self.options, self._stats.arms, self._fused_id_of,
+                                  kernel_is_splittable)
+                self._stats.plans += 1
+                work = list(plan.work_order) + list(self._optimized[shapes][3])
                 if not work:
                     break
                 before = bindings_generation()
                 self.compiler.submit(work)
                 if self.compiler.background or bindings_generation() == before:
                     break
+            if plan.fast is not None:  # type: ignore[union-attr]
+                self._fast_paths.append(plan.fast)  # type: ignore[union-attr, arg-type]
             self._plans[sig] = plan  # type: ignore[assignment]
             return plan  # type: ignore[return-value]
 
-    def optimized_func(self, table: BindingTable | None = None) -> Any:
-        """The entry function after optimization against `table` (cached per generation)."""
+    def specialized_func(self, shapes: Sequence[tuple[int, ...]]) -> Any:
+        """The entry function with its argument and value types refined to `shapes`."""
+        try:
+            return specialize_function(self.func, shapes)
+        except SpecializationError as err:
+            shown = ", ".join(f"{n}: {list(s)}" for n, s in zip(self.arg_names, shapes))
+            raise ArgumentError(f"fusebind: the shapes of the arguments of '{self.name}' ({shown}) do not fit "
+                                f"its ops: {err}") from None
+
+    def optimized_func(self, table: BindingTable | None = None, shapes: Sequence[tuple[int, ...]] | None = None) -> Any:
+        """The entry function, specialized to `shapes` (None: as declared) and
+        optimized against `table` (cached per shapes and table generation)."""
+        from xdsl.dialects.builtin import ModuleOp
+
         table = table if table is not None else global_bindings()
+        key = tuple(shapes) if shapes is not None else None
         with self._lock:
-            if self._optimized is not None and self._optimized[0] == table.generation:
-                return self._optimized[1]
-            self._work_items, self.decisions = [], []
-            self.optimized_module = self.module
-            if self._optimize is None:
-                func = self.func
-            else:
-                result = self._optimize(self.module.clone(), table)
+            hit = self._optimized.get(key)
+            if hit is not None and hit[0] == table.generation:
+                self.optimized_module, self.decisions = hit[2], hit[4]
+                return hit[1]
+            func = self.func if key is None else self.specialized_func(key)
+            module = self.module if func is self.func else ModuleOp([func])
+            work: list[Any] = []
+            decisions: list[Any] = []
+            if self._optimize is not None:
+                result = self._optimize(module.clone(), table)
                 module = getattr(result, "module", result)  # an OptimizeResult, or a bare module
-                self._work_items = list(getattr(result, "work_order", ()))
-                self.decisions = list(getattr(result, "decisions", ()))
+                work = list(getattr(result, "work_order", ()))
+                decisions = list(getattr(result, "decisions", ()))
                 func = _pick_func(module, self.func.sym_name.data)
-                self.optimized_module = module
-            self._optimized = (table.generation, func)
+            self._optimized[key] = (table.generation, func, module, work, decisions)
+            self.optimized_module, self.decisions = module, decisions
             return func
 
     def _fused_id_of(self, region: Any) -> tuple[int, str]:
@@ -220,6 +264,10 @@ class Executor:
     def wait_compiled(self, timeout: float | None = None) -> bool:
         """Wait for background compilation to finish; False on timeout."""
         return self.compiler.wait(timeout)
+
+    def close(self) -> None:
+        """Stop the background compiler (queued work finishes first)."""
+        self.compiler.close()
 
     # ------------------------------------------------------------------ explain
     def explain(self, arrays: Sequence[np.ndarray]) -> str:

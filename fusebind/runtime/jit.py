@@ -11,8 +11,11 @@ This module owns:
   the region stays unfused and arm 0 runs.
 - `optimize_with_jit(module, ...)`: optimize, compile the work order, and
   optimize again against the new snapshot (sync mode).
-- `JitWorker`: the same on a background thread fed by a queue, so the
-  caller continues on arm 0 while kernels are adopted.
+- `JitCompiler`: the one implementation of that step (compile at most once
+  per recipe, failures recorded, sync or on one background worker thread,
+  the `before_compile` hook). The executor and the `fuse-jit` pass both use
+  it; `JitWorker` is its background form, so the caller continues on arm 0
+  while kernels are adopted.
 - the `fuse-jit` pass of `fusebind-opt`.
 """
 
@@ -21,6 +24,8 @@ from __future__ import annotations
 import queue
 import sys
 import threading
+import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -73,27 +78,230 @@ def _default_decompose(region: Any, dtypes: Any, **kwargs: Any) -> Any:
     return decompose_region(region, dtypes, **kwargs)
 
 
-def compile_one(item: WorkItem, backend: str = "cpu", *, recipes: Any = None,
-                decompose: Decompose | None = None, cache: Any = None) -> int:
-    """Decompose, load and adopt one work item; returns the adopted id. Raises on failure."""
-    run = decompose or _default_decompose
-    kwargs = {"cache": cache} if cache is not None else {}
-    decomp = run(item.region, list(item.dtypes), **kwargs)
-    kernel = decomp.load()
-    return int(adopt_runtime_fused(item.name, item.region, kernel, item.dtypes, backend,
-                                   cost=decomp.cost, recipes=recipes))
+def region_is_splittable(region: Any) -> bool:
+    """Regions a kernel compiled for dynamic shapes can run in chunks along
+    axis 0: every operand and result has rank >= 1 and the same static
+    leading size, the body is elementwise ops, scalar constants and reductions
+    that keep axis 0, and every operand has the region's full rank (no broadcast operands)."""
+    from fusebind.dialect.prim import ConstantOp, ElementwiseOp, ReductionOp
+    from fusebind.dialect.types import is_static, shape_of
+
+    body = list(region.body.blocks[0].ops)[:-1]
+    if not body:
+        return False
+    for op in body:
+        if isinstance(op, ConstantOp):
+            if shape_of(op.results[0].type):
+                return False  # only scalar constants broadcast into any chunk
+        elif isinstance(op, ReductionOp):
+            if 0 in op.axes_list():
+                return False
+        elif not isinstance(op, ElementwiseOp):
+            return False
+    shapes = [shape_of(v.type) for v in (*region.operands, *region.results)]
+    if not all(is_static(s) and len(s) >= 1 for s in shapes):
+        return False
+    rank = max(len(s) for s in shapes)
+    return len({s[0] for s in shapes}) == 1 and all(len(s) == rank for s in shapes[:len(region.operands)])
+
+
+_SPLITTABLE: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_SPLITTABLE_LOCK = threading.Lock()
+
+
+def kernel_is_splittable(kernel: Any) -> bool:
+    """Whether `kernel` was compiled (by a JitCompiler in this process) for
+    dynamic shapes of a splittable region, so it can run in chunks along axis 0.
+    A fact about the compiled code, kept weakly: it dies with the kernel."""
+    with _SPLITTABLE_LOCK:
+        return kernel in _SPLITTABLE
+
+
+def _numel(region: Any) -> int:
+    from fusebind.dialect.types import num_elements, shape_of
+
+    return max((num_elements(shape_of(v.type)) or 0 for v in region.results), default=0)
+
+
+def _key_of(item: WorkItem) -> str:
+    """Compile-at-most-once key: the canonical recipe (structural), else the id."""
+    from fusebind.compiler.recipes import canonical_recipe
+
+    try:
+        return canonical_recipe(item.region)
+    except Exception:  # not a valid recipe: the id (or name) keys it; compiling it will report why
+        return f"id:{item.fused_id}:{item.name}"
+
+
+@dataclass
+class CompileRecord:
+    """One work item the JIT handled: its adopted id, or why it failed."""
+
+    name: str
+    fused_id: int = 0
+    error: str | None = None
+    seconds: float = 0.0
+    dynamic: bool = False
+
+
+class JitCompiler:
+    """The one JIT loop step: compile work items and adopt them, now or on a worker.
+
+    Each item is compiled at most once per compiler (keyed by its canonical
+    recipe; failures are not retried). `decompose_region` -> load ->
+    `adopt_runtime_fused(..., cost=decomp.cost)`; the adoption swaps the
+    global table and its generation bump makes planners re-optimize. A
+    failure is a `CompileRecord.error` and a `JitDiagnostic`, never raised.
+
+    background: compile on one worker thread (`submit` returns at once).
+    before_compile(name) (tests, progress): runs on the compiling thread
+    before each item; block it on an event to hold a fused arm back.
+    split_threshold: a splittable region (`region_is_splittable`) with at
+    least this many output elements is compiled for dynamic shapes, so calls
+    can run it in chunks on several threads (`kernel_is_splittable`). This
+    does not depend on the caller's thread count: the kernel is shared by
+    every executor through the table.
+    """
+
+    def __init__(self, backend: str = "cpu", *, background: bool = False, recipes: Any = None,
+                 decompose: Decompose | None = None, cache: Any = None,
+                 before_compile: Callable[[str], None] | None = None,
+                 split_threshold: int | None = None) -> None:
+        self.backend = backend
+        self.background = background
+        self.before_compile = before_compile
+        self.split_threshold = split_threshold
+        self._recipes = recipes
+        self._decompose = decompose
+        self._cache = cache
+        self._lock = threading.Lock()
+        self.records: dict[str, CompileRecord] = {}
+        self.report = JitReport()
+        self._queue: queue.Queue[tuple[str, WorkItem] | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    @property
+    def compiles(self) -> int:
+        return sum(1 for r in self.records.values() if r.error is None and r.fused_id)
+
+    def submit(self, work_order: Iterable[WorkItem]) -> int:
+        """Compile (sync) or queue (background) the items not handled before;
+        returns how many were new."""
+        todo: list[tuple[str, WorkItem]] = []
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{type(self).__name__} is closed; create a new one to compile more regions")
+            for item in work_order:
+                key = _key_of(item)
+                if key in self.records:
+                    continue
+                self.records[key] = CompileRecord(item.name)
+                todo.append((key, item))
+            if todo and self.background:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="fusebind-jit", daemon=True)
+                    self._thread.start()
+                for entry in todo:
+                    self._queue.put(entry)
+        if not self.background:
+            for key, item in todo:
+                self._compile(key, item)
+        return len(todo)
+
+    def _run(self) -> None:
+        while True:
+            entry = self._queue.get()
+            try:
+                if entry is None:
+                    return
+                self._compile(*entry)
+            finally:
+                self._queue.task_done()
+
+    def _compile(self, key: str, item: WorkItem) -> None:
+        record = self.records[key]
+        t0 = time.perf_counter()
+        try:
+            if self.before_compile is not None:
+                self.before_compile(item.name)
+            dynamic = (self.split_threshold is not None and region_is_splittable(item.region)
+                       and _numel(item.region) >= self.split_threshold)
+            run = self._decompose or _default_decompose
+            kwargs: dict[str, Any] = {"cache": self._cache} if self._cache is not None else {}
+            if dynamic:
+                kwargs["dynamic"] = True
+            decomp = run(item.region, list(item.dtypes), **kwargs)
+            kernel = decomp.load()
+            fused_id = int(adopt_runtime_fused(item.name or "region", item.region, kernel, item.dtypes,
+                                               self.backend, cost=decomp.cost, recipes=self._recipes))
+            if dynamic:
+                with _SPLITTABLE_LOCK:
+                    _SPLITTABLE.add(kernel)
+            with self._lock:
+                record.dynamic, record.fused_id = dynamic, fused_id
+                self.report.adopted.append(fused_id)
+        except Exception as err:  # a failing compile must not take the caller down: arm 0 stays
+            message = f"{type(err).__name__}: {err}"
+            with self._lock:
+                record.error = message
+                self.report.diagnostics.append(JitDiagnostic(item.fused_id, item.name, message))
+        record.seconds = time.perf_counter() - t0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until every submitted item is done; False on timeout."""
+        if self._thread is None:
+            return True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._queue.all_tasks_done:
+            while self._queue.unfinished_tasks:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._queue.all_tasks_done.wait(left)
+        return True
+
+    def snapshot(self) -> JitReport:
+        """The report so far (a copy)."""
+        with self._lock:
+            return JitReport(list(self.report.adopted), list(self.report.diagnostics))
+
+    def close(self) -> None:
+        """Finish the queued items and stop the worker; later submits raise."""
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        if thread is not None and thread.is_alive():
+            self._queue.put(None)
+            thread.join()
+
+    def __enter__(self) -> "JitCompiler":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class JitWorker(JitCompiler):
+    """A background `JitCompiler` whose `wait()` returns the report so far."""
+
+    def __init__(self, backend: str = "cpu", *, recipes: Any = None, decompose: Decompose | None = None,
+                 cache: Any = None, before_compile: Callable[[str], None] | None = None) -> None:
+        super().__init__(backend, background=True, recipes=recipes, decompose=decompose, cache=cache,
+                         before_compile=before_compile)
+
+    def wait(self, timeout: float | None = None) -> JitReport:  # type: ignore[override]
+        """Block until every submitted item is done; returns the report so far."""
+        super().wait(timeout)
+        return self.snapshot()
 
 
 def compile_work_order(work_order: Iterable[WorkItem], backend: str = "cpu", *, recipes: Any = None,
                        decompose: Decompose | None = None, cache: Any = None) -> JitReport:
-    """Compile and adopt every item; failures become diagnostics (arm 0 stays)."""
-    report = JitReport()
-    for item in work_order:
-        try:
-            report.adopted.append(compile_one(item, backend, recipes=recipes, decompose=decompose, cache=cache))
-        except Exception as err:  # a failing compile must not take the caller down
-            report.diagnostics.append(JitDiagnostic(item.fused_id, item.name, f"{type(err).__name__}: {err}"))
-    return report
+    """Compile and adopt every item now; failures become diagnostics (arm 0 stays)."""
+    compiler = JitCompiler(backend, recipes=recipes, decompose=decompose, cache=cache)
+    compiler.submit(work_order)
+    return compiler.snapshot()
 
 
 def optimize_with_jit(module: ModuleOp, backend: str = "cpu", *, recipes: Any = None,
@@ -106,79 +314,6 @@ def optimize_with_jit(module: ModuleOp, backend: str = "cpu", *, recipes: Any = 
     if not report.adopted:
         return first, report
     return optimize_graph(module, table_context(backend, recipes=recipes, **options)), report
-
-
-class JitWorker:
-    """A background thread that compiles and adopts submitted work items.
-
-    `submit` returns at once; each id is compiled at most once per worker
-    (failed ids are not retried). `wait()` blocks until the queue is empty;
-    `close()` stops the thread. Callers keep running arm 0 meanwhile; the
-    table's generation bump tells planners to re-optimize.
-    """
-
-    def __init__(self, backend: str = "cpu", *, recipes: Any = None, decompose: Decompose | None = None,
-                 cache: Any = None) -> None:
-        self.backend = backend
-        self._recipes = recipes
-        self._decompose = decompose
-        self._cache = cache
-        self._queue: queue.Queue[WorkItem | None] = queue.Queue()
-        self._lock = threading.Lock()
-        self._seen: set[int] = set()
-        self.report = JitReport()
-        self._thread = threading.Thread(target=self._run, name="fusebind-jit", daemon=True)
-        self._thread.start()
-
-    def submit(self, work_order: Iterable[WorkItem]) -> int:
-        """Queue the items not seen before; returns how many were queued."""
-        queued = 0
-        with self._lock:
-            if not self._thread.is_alive():
-                raise RuntimeError("JitWorker is closed; create a new one to compile more regions")
-            for item in work_order:
-                if item.fused_id in self._seen:
-                    continue
-                self._seen.add(item.fused_id)
-                self._queue.put(item)
-                queued += 1
-        return queued
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            try:
-                if item is None:
-                    return
-                try:
-                    adopted = compile_one(item, self.backend, recipes=self._recipes, decompose=self._decompose,
-                                          cache=self._cache)
-                    with self._lock:
-                        self.report.adopted.append(adopted)
-                except Exception as err:  # recorded, never raised into the caller
-                    with self._lock:
-                        self.report.diagnostics.append(
-                            JitDiagnostic(item.fused_id, item.name, f"{type(err).__name__}: {err}"))
-            finally:
-                self._queue.task_done()
-
-    def wait(self) -> JitReport:
-        """Block until every submitted item is done; returns the report so far."""
-        self._queue.join()
-        with self._lock:
-            return JitReport(list(self.report.adopted), list(self.report.diagnostics))
-
-    def close(self) -> None:
-        """Finish the queued items and stop the thread."""
-        if self._thread.is_alive():
-            self._queue.put(None)
-            self._thread.join()
-
-    def __enter__(self) -> "JitWorker":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 @register_pass

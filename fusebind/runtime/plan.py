@@ -12,11 +12,17 @@ static_kernels.py to build the kernel, and ops without a generated kernel
 (reshape, broadcast_to, constant: views and constants), or with a signature
 it refuses, run as their numpy reference (recorded in the plan's notes).
 
+A fused arm is called through its thunk (thunk.py: one native call that
+reads the ndarrays itself); large splittable calls run in chunks (views
+along axis 0) on a small thread pool, each chunk through the thunk's
+GIL-releasing entry. A plan that is one fused kernel on the function's
+arguments also offers a `FastPath` the executor calls directly.
+
 Buffers: outputs of kernel steps that the function does not return are
 allocated once per plan and reused; returned values are fresh arrays per
 call. A plan runs under its own lock (its buffers are shared).
 
-Must not: compile fused kernels (tiering.py), or validate user input
+Must not: compile fused kernels (jit.py), or validate user input
 (executor.py).
 """
 
@@ -32,7 +38,8 @@ import numpy as np
 
 from fusebind.compiler.cost import UNKNOWN_COST, Cost, MachineModel, cheaper, compose_primitives_cost
 from fusebind.runtime.bindings import BindingTable
-from fusebind.runtime.call import KernelCall
+from fusebind.runtime.call import SPLIT_THRESHOLD, KernelCall, split_pool
+from fusebind.runtime.thunk import ANY_DIM, ThunkCall, ThunkUnavailable
 from fusebind.runtime.resolve import KernelMiss, compile_one, static_attrs
 
 Env = list[Any]
@@ -76,6 +83,23 @@ class ArmStats:
     fused_seconds: float = 0.0
 
 
+class FastPath:
+    """The whole plan as one native call: `function(*args, out)` returns `out`
+    when the kernel ran, None when an argument did not fit (take the slow
+    path). Valid while the table generation equals `generation`."""
+
+    __slots__ = ("generation", "function", "shape", "dtype", "empty", "calls", "thunk")
+
+    def __init__(self, generation: int, thunk: ThunkCall, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self.generation = generation
+        self.thunk = thunk  # keeps the kernel alive
+        self.function = thunk.function
+        self.shape = shape
+        self.dtype = dtype
+        self.empty = np.empty
+        self.calls = 0
+
+
 @dataclass
 class RegionDecision:
     """Why a region runs the arm it runs (for `explain`)."""
@@ -117,7 +141,7 @@ class _Builder:
     """Turns one block's ops into steps over a shared environment of slots."""
 
     def __init__(self, table: BindingTable, options: PlanOptions, stats: ArmStats,
-                 fused_ids: Callable[[Any], tuple[int, str]], splittable: set[int]) -> None:
+                 fused_ids: Callable[[Any], tuple[int, str]], splittable: Callable[[Any], bool]) -> None:
         self.table = table
         self.options = options
         self.stats = stats
@@ -128,7 +152,8 @@ class _Builder:
         self.returned: set[Any] = set()
         self.notes: list[str] = []
         self.decisions: list[RegionDecision] = []
-        self.work_order: list[tuple[str, Any]] = []
+        self.work_order: list[Any] = []  # compiler WorkItems
+        self.fast_region: tuple[Any, Any] | None = None  # (region, thunk) of a fused arm the executor may call
 
     def slot(self, value: Any) -> int:
         s = self.slots.get(value)
@@ -212,8 +237,10 @@ class _Builder:
         from fusebind.dialect.prim import BroadcastToOp, ReshapeOp
 
         ref = op.reference
-        if isinstance(op, (ReshapeOp, BroadcastToOp)) and any(i in self.stable for i in ins):
-            self.stable.add(out)  # a view of something that outlives the call
+        if isinstance(op, (ReshapeOp, BroadcastToOp)):
+            self.notes.append(f"{op.name}: shape-only op, runs its numpy reference (reshape: a view; no kernel)")
+            if any(i in self.stable for i in ins):
+                self.stable.add(out)  # a view of something that outlives the call
 
         def run(env: Env) -> None:
             env[out] = ref(*(env[i] for i in ins))
@@ -261,7 +288,11 @@ class _Builder:
                 decision.reason = "fused arm failed to compile (see notes); runs arm 0"
             else:
                 decision.reason = f"fused arm not bound yet ({miss.key!r}); queued for compilation, runs arm 0"
-                self.work_order.append((canonical, region.clone()))
+                from fusebind.compiler.optimize import WorkItem
+                from fusebind.runtime.resolve import node_dtypes
+
+                self.work_order.append(WorkItem(fused_id or 0, name, region.clone(),
+                                                tuple(d.value for d in node_dtypes(region))))
         if resolved is not None:
             decision.fused_id = resolved.key.fused_id or fused_id
             decision.fused_cost = fused_cost = resolved.cost
@@ -272,10 +303,7 @@ class _Builder:
             else:
                 decision.arm = "fused"
                 decision.reason = "fused arm is priced and cheaper than its primitives"
-                call = KernelCall(resolved.kernel, [_shape(v) for v in region.operands],  # type: ignore[misc]
-                                  [_shape(v) for v in region.results],
-                                  splittable=resolved.kernel.address in self.splittable,
-                                  threads=self.options.threads)
+                call = self._fused_call(region, resolved.kernel)
                 decision.splits = call.chunks
         stats = self.stats
         if call is None:
@@ -303,14 +331,28 @@ class _Builder:
         def run_fused(env: Env) -> None:
             t = time.perf_counter()
             outs = [a() for a in allocs]
-            kcall([*(_contig(env[i]) for i in operand_slots), *outs])
+            kcall([env[i] for i in operand_slots], outs)
             for r, v in zip(result_slots, outs):
                 env[r] = v
             stats.fused_seconds += time.perf_counter() - t
             stats.fused_calls += 1
             if verify:
                 self._verify(region, decision, outs, run_arm0(env))
+        if isinstance(kcall, _ThunkStep) and kcall.chunks == 1 and not verify:
+            self.fast_region = (region, kcall.thunk)
         return run_fused
+
+    def _fused_call(self, region: Any, kernel: Any) -> Any:
+        """The call of a fused arm: through its thunk, else ctypes descriptors."""
+        in_shapes = [_shape(v) for v in region.operands]
+        out_shapes = [_shape(v) for v in region.results]
+        splittable = self.splittable(kernel)
+        try:
+            return _ThunkStep(kernel, in_shapes, out_shapes, splittable, self.options.threads)  # type: ignore[arg-type]
+        except ThunkUnavailable as exc:
+            self.notes.append(f"call thunk unavailable ({exc}); fused arms are called through ctypes descriptors")
+            return _DescriptorStep(KernelCall(kernel, in_shapes, out_shapes,  # type: ignore[arg-type]
+                                              splittable=splittable, threads=self.options.threads))
 
     def _verify(self, region: Any, decision: RegionDecision, fused: list[np.ndarray], ref: list[Any]) -> None:
         for i, (f, r) in enumerate(zip(fused, ref)):
@@ -335,6 +377,50 @@ class _Builder:
                 raise FusedArmMismatch(msg, decision.name, decision.fused_id)
 
 
+class _ThunkStep:
+    """A fused-arm call through the thunk; large splittable calls in chunks."""
+
+    def __init__(self, kernel: Any, in_shapes: list[tuple[int, ...]], out_shapes: list[tuple[int, ...]],
+                 splittable: bool, threads: int) -> None:
+        self.thunk = ThunkCall(kernel, [*in_shapes, *out_shapes])
+        out_numel = int(np.prod(out_shapes[0])) if out_shapes else 0
+        lead = out_shapes[0][0] if out_shapes and out_shapes[0] else 0
+        self.chunks = threads if (splittable and threads > 1 and out_numel >= SPLIT_THRESHOLD
+                                  and lead >= threads) else 1
+        self.bounds = [lead * c // self.chunks for c in range(self.chunks + 1)]
+        if self.chunks > 1:  # chunks: any leading size
+            self.chunk_thunk = ThunkCall(kernel, [(ANY_DIM, *s[1:]) for s in (*in_shapes, *out_shapes)])
+
+    def __call__(self, ins: list[Any], outs: list[np.ndarray]) -> None:
+        if self.chunks == 1:
+            if self.thunk.function(*ins, *outs) is None:  # e.g. a non-contiguous input
+                if self.thunk.function(*(_contig(np.asarray(a)) for a in ins), *outs) is None:
+                    raise RuntimeError(f"fusebind internal error: the call thunk refused validated operands "
+                                       f"{[(np.asarray(a).dtype, np.shape(a)) for a in ins]}")
+            return
+        arrays = [*(_contig(np.asarray(a)) for a in ins), *outs]
+        fn = self.chunk_thunk.released
+        b = self.bounds
+        chunks = [[a[b[c]:b[c + 1]] for a in arrays] for c in range(self.chunks)]
+        pool = split_pool(self.chunks)
+        futures = [pool.submit(fn, *chunk) for chunk in chunks[1:]]
+        ok = fn(*chunks[0]) is not None
+        ok = all([f.result() is not None for f in futures]) and ok
+        if not ok:
+            raise RuntimeError("fusebind internal error: the call thunk refused a chunk of a split call")
+
+
+class _DescriptorStep:
+    """A fused-arm call through prepared ctypes descriptors (no thunk here)."""
+
+    def __init__(self, call: KernelCall) -> None:
+        self.call = call
+        self.chunks = call.chunks
+
+    def __call__(self, ins: list[Any], outs: list[np.ndarray]) -> None:
+        self.call([*(_contig(np.asarray(a)) for a in ins), *outs])
+
+
 def compile_dtypes(op: Any) -> tuple[Any, ...]:
     from fusebind.runtime.resolve import node_dtypes
 
@@ -353,7 +439,8 @@ class Plan:
     copy_results: list[bool]
     decisions: list[RegionDecision]
     notes: list[str]
-    work_order: list[tuple[str, Any]]
+    work_order: list[Any]
+    fast: FastPath | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
@@ -368,7 +455,7 @@ class Plan:
 
 
 def build_plan(func: Any, table: BindingTable, options: PlanOptions, stats: ArmStats,
-               fused_ids: Callable[[Any], tuple[int, str]], splittable: set[int]) -> Plan:
+               fused_ids: Callable[[Any], tuple[int, str]], splittable: Callable[[Any], bool]) -> Plan:
     """Resolve every node of `func` (a func.func) against `table`."""
     from xdsl.dialects import func as func_d
 
@@ -393,8 +480,15 @@ def build_plan(func: Any, table: BindingTable, options: PlanOptions, stats: ArmS
     for s in result_slots:
         copy_results.append(s in b.stable or s in seen)
         seen.add(s)
+    fast = None
+    if b.fast_region is not None and len(steps) == 1 and len(result_slots) == 1:
+        region, thunk = b.fast_region
+        operands = [b.slot(v) for v in region.operands]
+        if operands == arg_slots and result_slots == [b.slot(region.results[0])] and not copy_results[0]:
+            value = region.results[0]
+            fast = FastPath(table.generation, thunk, _shape(value), _np_dtype(value))  # type: ignore[arg-type]
     return Plan(table.generation, steps, len(b.slots), arg_slots, result_slots, copy_results, b.decisions,
-                b.notes, b.work_order)
+                b.notes, b.work_order, fast)
 
 
 def describe_decisions(decisions: list[RegionDecision]) -> list[str]:

@@ -1,0 +1,268 @@
+"""The call thunk: one native call from Python runs a kernel on ndarrays.
+
+Owns `thunk_ir` (the LLVM IR of a thunk for one kernel signature: dtype and
+rank per operand), `thunk_for(signature)` (compiled once per signature and
+process) and `ThunkCall`: a thunk bound to one kernel and the dims it
+accepts, exposed as a CPython builtin function (`ThunkCall.function`).
+
+Why: building memref descriptors in Python costs ~17 us per call, and even
+a ctypes call that passes one Python object costs ~0.3 us (PERFORMANCE.md;
+measured here: an empty ctypes call is ~0.15 us, each converted argument
+adds ~0.1 us). So the thunk is made a `METH_FASTCALL` builtin with
+`PyCFunction_NewEx` (stable C API, called once through ctypes): Python calls
+it like any builtin, `fn(a, b, c, out)`, with no ctypes on the call path.
+Its `self` is a small int64 ndarray, the context block: `[kernel address,
+ndarray type address, release-GIL flag, expected dims...]`.
+
+For each argument the thunk checks, reading numpy's public
+`PyArrayObject_fields` layout, that it is exactly an `ndarray` with the
+expected type number, native byte order, rank and dims, C-contiguous and
+aligned (outputs also writeable); it fills a memref descriptor on its stack
+and, when every operand passed, calls the kernel (between
+`PyEval_SaveThread`/`PyEval_RestoreThread` when the flag says so, so other
+threads run meanwhile) and returns the last argument (the output). When
+anything does not fit it calls nothing and returns None: the caller takes
+its slow path, which converts or reports.
+
+Layouts read (numpy 1.x and 2.x, 64-bit CPython): ndarray `ob_type` at 8,
+`data` at 16, `nd` (int) at 24, `dimensions` at 32, `flags` (int) at 64,
+`descr` at 56; descr `byteorder` (char) at 26, `type_num` (int) at 28.
+Reference counts are changed only through `Py_IncRef`.
+
+Must not: decide which kernel runs (plan.py) or allocate outputs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from fusebind.runtime.dtypes import DType, KernelSignature
+
+#: numpy type numbers (stable since numpy 1.0), per DType on LP64 Linux.
+_TYPE_NUM: dict[DType, int] = {
+    DType.I1: 0,  # NPY_BOOL
+    DType.I32: 5,  # NPY_INT
+    DType.I64: 7,  # NPY_LONG (int64 on LP64)
+    DType.F32: 11,  # NPY_FLOAT
+    DType.F64: 12,  # NPY_DOUBLE
+}
+_C_CONTIGUOUS, _ALIGNED, _WRITEABLE = 0x1, 0x100, 0x400
+#: an expected dim that any size matches (chunks of a split call; dynamic kernels).
+ANY_DIM = -1
+
+
+class ThunkUnavailable(RuntimeError):
+    """The thunk cannot be used on this interpreter or could not be built."""
+
+
+def _check_platform() -> None:
+    if sys.maxsize != 2 ** 63 - 1 or sys.byteorder != "little" or np.dtype(np.int_).itemsize != 8:
+        raise ThunkUnavailable("the call thunk reads 64-bit little-endian LP64 CPython/numpy layouts; "
+                               "this interpreter differs, so calls use the ctypes descriptor path")
+
+
+def thunk_ir(signature: KernelSignature, name: str = "fb_thunk") -> str:
+    """LLVM IR text of the thunk for `signature` (see the module docstring)."""
+    operands = [*signature.inputs, *signature.outputs]
+    n_in = len(signature.inputs)
+    lines = ["declare void @Py_IncRef(ptr)", "declare ptr @PyEval_SaveThread()",
+             "declare void @PyEval_RestoreThread(ptr)", "@_Py_NoneStruct = external global i8", "",
+             f"define ptr @{name}(ptr %self, ptr %args, i64 %nargs) {{", "entry:"]
+    emit = lines.append
+    emit("  %ctxp = getelementptr i8, ptr %self, i64 16")
+    emit("  %ctx = load ptr, ptr %ctxp")
+    emit("  %kfn = load ptr, ptr %ctx")
+    emit("  %atp_p = getelementptr i64, ptr %ctx, i64 1")
+    emit("  %atp = load ptr, ptr %atp_p")
+    emit("  %rel_p = getelementptr i64, ptr %ctx, i64 2")
+    emit("  %rel = load i64, ptr %rel_p")
+    for i, (_, rank) in enumerate(operands):  # descriptors live in the entry block
+        ty = f"{{ ptr, ptr, i64, [{rank} x i64], [{rank} x i64] }}" if rank else "{ ptr, ptr, i64 }"
+        emit(f"  %d{i} = alloca {ty}")
+    emit(f"  %nok = icmp eq i64 %nargs, {len(operands)}")
+    emit("  br i1 %nok, label %op0, label %bad")
+    dim_slot = 3  # index (in i64 units) of the next expected dim in ctx
+    for i, (dtype, rank) in enumerate(operands):
+        d = f"%d{i}"
+        want_flags = _C_CONTIGUOUS | _ALIGNED | (_WRITEABLE if i >= n_in else 0)
+        emit(f"op{i}:")
+        emit(f"  %ip{i} = getelementptr ptr, ptr %args, i64 {i}")
+        emit(f"  %a{i} = load ptr, ptr %ip{i}")
+        emit(f"  %tpp{i} = getelementptr i8, ptr %a{i}, i64 8")
+        emit(f"  %tp{i} = load ptr, ptr %tpp{i}")
+        emit(f"  %tok{i} = icmp eq ptr %tp{i}, %atp")
+        emit(f"  br i1 %tok{i}, label %op{i}.f, label %bad")
+        emit(f"op{i}.f:")
+        emit(f"  %ndp{i} = getelementptr i8, ptr %a{i}, i64 24")
+        emit(f"  %nd{i} = load i32, ptr %ndp{i}")
+        emit(f"  %ndok{i} = icmp eq i32 %nd{i}, {rank}")
+        emit(f"  %flp{i} = getelementptr i8, ptr %a{i}, i64 64")
+        emit(f"  %fl{i} = load i32, ptr %flp{i}")
+        emit(f"  %flm{i} = and i32 %fl{i}, {want_flags}")
+        emit(f"  %flok{i} = icmp eq i32 %flm{i}, {want_flags}")
+        emit(f"  %dsp{i} = getelementptr i8, ptr %a{i}, i64 56")
+        emit(f"  %ds{i} = load ptr, ptr %dsp{i}")
+        emit(f"  %tnp{i} = getelementptr i8, ptr %ds{i}, i64 28")
+        emit(f"  %tn{i} = load i32, ptr %tnp{i}")
+        emit(f"  %tnok{i} = icmp eq i32 %tn{i}, {_TYPE_NUM[dtype]}")
+        emit(f"  %bop{i} = getelementptr i8, ptr %ds{i}, i64 26")
+        emit(f"  %bo{i} = load i8, ptr %bop{i}")
+        emit(f"  %book{i} = icmp ne i8 %bo{i}, 62")  # '>': big-endian data
+        emit(f"  %c1_{i} = and i1 %ndok{i}, %flok{i}")
+        emit(f"  %c2_{i} = and i1 %tnok{i}, %book{i}")
+        emit(f"  %c3_{i} = and i1 %c1_{i}, %c2_{i}")
+        emit(f"  br i1 %c3_{i}, label %op{i}.d, label %bad")
+        emit(f"op{i}.d:")
+        emit(f"  %dp{i} = getelementptr i8, ptr %a{i}, i64 16")
+        emit(f"  %data{i} = load ptr, ptr %dp{i}")
+        emit(f"  store ptr %data{i}, ptr {d}")
+        emit(f"  %al{i} = getelementptr i8, ptr {d}, i64 8")
+        emit(f"  store ptr %data{i}, ptr %al{i}")
+        emit(f"  %of{i} = getelementptr i8, ptr {d}, i64 16")
+        emit(f"  store i64 0, ptr %of{i}")
+        ok = "true"
+        if rank:
+            emit(f"  %dims{i}p = getelementptr i8, ptr %a{i}, i64 32")
+            emit(f"  %dims{i} = load ptr, ptr %dims{i}p")
+            sizes = []
+            for k in range(rank):
+                emit(f"  %sp{i}_{k} = getelementptr i64, ptr %dims{i}, i64 {k}")
+                emit(f"  %s{i}_{k} = load i64, ptr %sp{i}_{k}")
+                emit(f"  %ep{i}_{k} = getelementptr i64, ptr %ctx, i64 {dim_slot}")
+                emit(f"  %e{i}_{k} = load i64, ptr %ep{i}_{k}")
+                emit(f"  %eq{i}_{k} = icmp eq i64 %s{i}_{k}, %e{i}_{k}")
+                emit(f"  %any{i}_{k} = icmp slt i64 %e{i}_{k}, 0")
+                emit(f"  %dok{i}_{k} = or i1 %eq{i}_{k}, %any{i}_{k}")
+                emit(f"  %acc{i}_{k} = and i1 {ok}, %dok{i}_{k}")
+                ok = f"%acc{i}_{k}"
+                emit(f"  %dsz{i}_{k} = getelementptr i8, ptr {d}, i64 {24 + 8 * k}")
+                emit(f"  store i64 %s{i}_{k}, ptr %dsz{i}_{k}")
+                sizes.append(f"%s{i}_{k}")
+                dim_slot += 1
+            stride = "1"
+            for k in range(rank - 1, -1, -1):  # element strides of a C-contiguous array
+                emit(f"  %dst{i}_{k} = getelementptr i8, ptr {d}, i64 {24 + 8 * rank + 8 * k}")
+                emit(f"  store i64 {stride}, ptr %dst{i}_{k}")
+                if k:
+                    emit(f"  %st{i}_{k} = mul i64 {stride}, {sizes[k]}")
+                    stride = f"%st{i}_{k}"
+        nxt = f"op{i + 1}" if i + 1 < len(operands) else "call"
+        emit(f"  br i1 {ok}, label %{nxt}, label %bad")
+    descs = ", ".join(f"ptr %d{i}" for i in range(len(operands)))
+    last = len(operands) - 1
+    emit("call:")
+    emit("  %released = icmp ne i64 %rel, 0")
+    emit("  br i1 %released, label %call.nogil, label %call.gil")
+    emit("call.gil:")
+    emit(f"  call void %kfn({descs})")
+    emit("  br label %done")
+    emit("call.nogil:")
+    emit("  %ts = call ptr @PyEval_SaveThread()")
+    emit(f"  call void %kfn({descs})")
+    emit("  call void @PyEval_RestoreThread(ptr %ts)")
+    emit("  br label %done")
+    emit("done:")
+    emit(f"  %outp = getelementptr ptr, ptr %args, i64 {last}")
+    emit("  %out = load ptr, ptr %outp")
+    emit("  call void @Py_IncRef(ptr %out)")
+    emit("  ret ptr %out")
+    emit("bad:")
+    emit("  call void @Py_IncRef(ptr @_Py_NoneStruct)")
+    emit("  ret ptr @_Py_NoneStruct")
+    emit("}")
+    return "\n".join(lines) + "\n"
+
+
+_METH_FASTCALL = 0x0080
+
+
+class _MethodDef(ctypes.Structure):
+    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p), ("ml_flags", ctypes.c_int),
+                ("ml_doc", ctypes.c_char_p)]
+
+
+@dataclass(frozen=True, eq=False)
+class CallThunk:
+    """A compiled thunk for one signature, and the method definition that
+    turns it into builtin functions (kept for the life of the process)."""
+
+    signature: KernelSignature
+    address: int
+    method_def: Any
+    keepalive: Any
+
+    def bind(self, ctx: np.ndarray) -> Any:
+        """A builtin function running this thunk with context block `ctx`."""
+        new = ctypes.pythonapi.PyCFunction_NewEx
+        new.restype = ctypes.py_object
+        new.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.py_object]
+        return new(ctypes.addressof(self.method_def), ctx, None)
+
+
+_THUNKS: dict[tuple[Any, ...], CallThunk] = {}
+_THUNKS_LOCK = threading.Lock()
+
+
+def thunk_for(signature: KernelSignature) -> CallThunk:
+    """The thunk of `signature` (compiled on first use, then cached per process).
+    Raises ThunkUnavailable when it cannot be built here."""
+    key = (signature.inputs, signature.outputs)
+    thunk = _THUNKS.get(key)
+    if thunk is not None:
+        return thunk
+    _check_platform()
+    with _THUNKS_LOCK:
+        thunk = _THUNKS.get(key)
+        if thunk is None:
+            from fusebind.lowering.codegen import compile_llvm_ir
+            from fusebind.runtime.loader import load_object
+
+            try:
+                code = compile_llvm_ir(thunk_ir(signature), "fb_thunk")
+                loaded = load_object(code, "fb_thunk")
+            except Exception as exc:
+                raise ThunkUnavailable(f"could not build the call thunk for {signature}: "
+                                       f"{type(exc).__name__}: {exc}") from exc
+            mdef = _MethodDef(b"fusebind_kernel_call", loaded.address, _METH_FASTCALL,
+                              b"fusebind kernel call: fn(*inputs, *outputs) -> last output, or None")
+            thunk = CallThunk(signature, loaded.address, mdef, loaded)
+            _THUNKS[key] = thunk
+    return thunk
+
+
+class ThunkCall:
+    """A thunk bound to one kernel and the operand dims it accepts.
+
+    `expected`: per operand (inputs then outputs), its dims (ANY_DIM matches
+    any size). `function(*inputs, *outputs)` runs the kernel holding the GIL
+    and returns the last output, or None (nothing ran) when an argument does
+    not fit; `released(...)` is the same but releases the GIL around the
+    kernel (large calls, split chunks).
+    """
+
+    __slots__ = ("kernel", "function", "released", "_ctx")
+
+    def __init__(self, kernel: Any, expected: Sequence[Sequence[int]]) -> None:
+        sig = kernel.signature
+        operands = [*sig.inputs, *sig.outputs]
+        if len(expected) != len(operands) or any(len(e) != r for e, (_, r) in zip(expected, operands)):
+            raise ValueError(f"ThunkCall: expected dims {[list(e) for e in expected]} do not fit the kernel "
+                             f"signature {sig}")
+        thunk = thunk_for(sig)
+        self.kernel = kernel
+        dims = [int(d) for e in expected for d in e]
+        self._ctx = (np.array([kernel.address, id(np.ndarray), 0, *dims], dtype=np.int64),
+                     np.array([kernel.address, id(np.ndarray), 1, *dims], dtype=np.int64))
+        for c in self._ctx:
+            c.flags.writeable = False
+        self.function = thunk.bind(self._ctx[0])
+        self.released = thunk.bind(self._ctx[1])
+
+
+__all__ = ["ANY_DIM", "CallThunk", "ThunkCall", "ThunkUnavailable", "thunk_for", "thunk_ir"]
