@@ -92,3 +92,60 @@ def test_compile_work_order_empty_is_noop(isolated_bindings) -> None:
     report = compile_work_order([])
     assert report.adopted == [] and report.diagnostics == [] and report.remarks() == []
     assert len(global_recipes()) == 0
+
+
+def test_one_compiler_sync_hook_once_and_records(isolated_bindings, cache) -> None:
+    from fusebind.compiler.optimize import optimize_graph
+    from fusebind.runtime.jit import JitCompiler
+
+    seen: list[str] = []
+    first = optimize_graph(parse_module(CHAIN), table_context())
+    compiler = JitCompiler(cache=cache, before_compile=seen.append)
+    assert compiler.submit(first.work_order) == 1
+    assert compiler.submit(first.work_order) == 0  # compiled at most once
+    (item,) = first.work_order
+    assert seen == [item.name] and compiler.compiles == 1 and compiler.wait(0)
+    (record,) = compiler.records.values()
+    assert record.error is None and record.fused_id == item.fused_id and fused_kernel_available(item.fused_id, "cpu")
+
+
+def test_background_hook_holds_the_kernel_back(isolated_bindings, cache) -> None:
+    import threading
+
+    from fusebind.compiler.optimize import optimize_graph
+    from fusebind.runtime.jit import JitCompiler
+
+    release = threading.Event()
+    first = optimize_graph(parse_module(CHAIN), table_context())
+    with JitCompiler(background=True, cache=cache, before_compile=lambda name: release.wait(30)) as compiler:
+        compiler.submit(first.work_order)
+        assert compiler.wait(0.05) is False  # held by the hook
+        assert not fused_kernel_available(first.work_order[0].fused_id, "cpu")
+        release.set()
+        assert compiler.wait(60) is True
+    assert fused_kernel_available(first.work_order[0].fused_id, "cpu")
+
+
+def test_executor_uses_the_same_compiler(isolated_bindings, cache) -> None:
+    import fusebind as fb
+    from fusebind.runtime.jit import JitCompiler
+
+    f = fb.compile(CHAIN, cache=cache, before_compile=lambda name: None)
+    a = np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32)
+    b = np.random.default_rng(2).standard_normal(8).astype(np.float32)
+    np.testing.assert_allclose(f(a, b), -np.exp(a + b), rtol=1e-6)
+    assert isinstance(f.executor.compiler, JitCompiler) and f.stats.compiles == 1
+
+
+def test_executor_compile_failure_is_explained(isolated_bindings, cache) -> None:
+    import fusebind as fb
+
+    def explode(name: str) -> None:
+        raise RuntimeError("lowering exploded on purpose")
+
+    f = fb.compile(CHAIN, cache=cache, before_compile=explode)
+    a = np.ones((4, 8), np.float32)
+    b = np.ones(8, np.float32)
+    np.testing.assert_allclose(f(a, b), -np.exp(a + b), rtol=1e-6)  # arm 0 (primitives) runs
+    assert f.stats.arms.fused_calls == 0
+    assert "failed: RuntimeError: lowering exploded on purpose" in f.explain(a, b)
