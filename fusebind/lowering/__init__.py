@@ -6,6 +6,7 @@ code, cached on disk (cache.py). Importing this package imports neither
 `mlir` nor `llvmlite`; they load on first use.
 """
 
+from fusebind.lowering.abi import DType, KernelSignature
 from fusebind.lowering.build import BuiltObject, build_object, compile_text
 from fusebind.lowering.cache import ObjectCache, cache_key
 from fusebind.lowering.decompose import Decomposition, InlineResult, decompose_region, inline_region, kernel_signature
@@ -13,7 +14,7 @@ from fusebind.lowering.emit import EmittedKernel, TensorSpec, emit_linalg
 from fusebind.lowering.errors import STAGES, LoweringError
 
 __all__ = [
-    "BuiltObject", "Decomposition", "EmittedKernel", "InlineResult", "LoweringError", "ObjectCache", "STAGES",
+    "BuiltObject", "DType", "Decomposition", "EmittedKernel", "InlineResult", "KernelSignature", "LoweringError", "ObjectCache", "STAGES",
     "TensorSpec", "build_object", "cache_key", "compile_text", "decompose_region", "emit_linalg", "inline_region",
     "kernel_signature",
 ]

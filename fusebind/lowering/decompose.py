@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from fusebind.lowering.abi import DType, KernelSignature
 from fusebind.lowering.build import build_object, default_fastmath
 from fusebind.lowering.cache import ObjectCache
 from fusebind.lowering.emit import EmittedKernel, TensorSpec, emit_linalg, element_name
@@ -23,14 +24,16 @@ from fusebind.lowering.errors import LoweringError
 class Decomposition:
     """What lowering makes of one region: the composed cost and the kernel's object code.
 
-    `signature` is a `fusebind.runtime.dtypes.KernelSignature`; `load()` JIT-links
-    the code into a `Kernel` (`Kernel.from_object`).
+    `signature` is a `KernelSignature` (`fusebind.lowering.abi`, re-exported by
+    `fusebind.runtime.dtypes`). `load()` JIT-links the code into a runtime `Kernel`:
+    a convenience for the runtime, the one place lowering reaches up (lazily, only
+    when called; decomposing never imports `fusebind.runtime`).
     """
 
     cost: Any
     object_code: bytes
     symbol: str
-    signature: Any
+    signature: KernelSignature
     emitted: EmittedKernel = field(repr=False, compare=False)
     from_cache: bool = False
     timings: dict[str, float] = field(default_factory=dict, compare=False)
@@ -44,10 +47,8 @@ class Decomposition:
             raise LoweringError("load", f"{type(exc).__name__}: {exc}") from exc
 
 
-def kernel_signature(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]) -> Any:
+def kernel_signature(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]) -> KernelSignature:
     """The C signature (`KernelSignature`) of a kernel over these arguments."""
-    from fusebind.runtime.dtypes import DType, KernelSignature
-
     return KernelSignature(tuple((DType(s.elem), s.rank) for s in inputs),
                            tuple((DType(s.elem), s.rank) for s in outputs))
 

@@ -8,7 +8,7 @@ They register with the driver's registry on import (the driver imports
   the documented default machine so output is deterministic) on every region.
 - decompose-fused: inlines every region (arm 0). A region that cannot be
   inlined stops the pass with the diagnostic of `inline_region`.
-- lower-to-linalg{dynamic fastmath}: replaces the module by the upstream MLIR
+- lower-to-linalg{dynamic fastmath rowwise}: replaces the module by the upstream MLIR
   (linalg on tensors) of its kernels: one func per `fused.region`, or per
   `func.func` when the module has no regions. The result is printed by the
   driver; upstream MLIR parses and verifies it (test/lit/lowering).
@@ -34,13 +34,13 @@ def _regions(module: ModuleOp) -> list[Any]:
     return [op for op in module.walk() if op.name == "fused.region"]
 
 
-def _kernel_texts(module: ModuleOp, dynamic: bool, fastmath: bool) -> list[Any]:
+def _kernel_texts(module: ModuleOp, dynamic: bool, fastmath: bool, rowwise: bool = True) -> list[Any]:
     from fusebind.lowering.build import default_fastmath
     from fusebind.lowering.emit import emit_linalg
 
     fm = default_fastmath() if fastmath else None
     kw: dict[str, Any] = {"dynamic": dynamic, "fastmath": fm[0] if fm else None,
-                          "fastmath_defs": fm[1] if fm else None}
+                          "fastmath_defs": fm[1] if fm else None, "rowwise": rowwise}
     regions = _regions(module)
     if regions:
         return [emit_linalg(r, f"fb_{r.properties['name'].data}_{i}", **kw) for i, r in enumerate(regions)]
@@ -99,12 +99,16 @@ class LowerToLinalgPass(ModulePass):
     name = "lower-to-linalg"
     dynamic: bool = False
     fastmath: bool = True
+    # The row-wise form writes each row with materialize_in_destination into a strided
+    # memref.subview; xDSL's op definition only admits identity layouts there, so this
+    # xDSL round trip prints the whole-tensor form unless asked (upstream accepts both).
+    rowwise: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from xdsl.dialects import get_all_dialects
         from xdsl.parser import Parser
 
-        text = _merge([k.text for k in _kernel_texts(op, self.dynamic, self.fastmath)])
+        text = _merge([k.text for k in _kernel_texts(op, self.dynamic, self.fastmath, self.rowwise)])
         upstream = Context()
         for name, factory in get_all_dialects().items():
             upstream.register_dialect(name, factory)

@@ -129,19 +129,28 @@ def _reused_context() -> Any:
     return pool.ctx
 
 
-def _has_heap_allocation(module: Any) -> bool:
+def _drop_self_copies(module: Any) -> bool:
+    """Erase `memref.copy %a, %a` (left by in-place materialize_in_destination) and say
+    whether a heap allocation remains. One walk instead of a canonicalize run; a dynamic
+    strided self-copy would otherwise call the `memrefCopy` runtime function, which is
+    not linked into our kernels."""
     from mlir import ir
 
-    found = []
+    self_copies: list[Any] = []
+    heap = []
 
     def visit(op: Any) -> Any:
-        if op.name in ("memref.alloc", "memref.realloc"):
-            found.append(op)
-            return ir.WalkResult.INTERRUPT
+        name = op.name
+        if name == "memref.copy" and op.operands[0] == op.operands[1]:
+            self_copies.append(op)
+        elif name in ("memref.alloc", "memref.realloc"):
+            heap.append(op)
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return bool(found)
+    for op in self_copies:
+        op.erase()
+    return bool(heap)
 
 
 def run_upstream_pipeline(text: str, ctx: Any | None = None, pipeline: str | None = None) -> Any:
@@ -172,7 +181,7 @@ def run_upstream_pipeline(text: str, ctx: Any | None = None, pipeline: str | Non
                 cut = [p for p, _ in UPSTREAM_PIPELINE].index(DEALLOCATION_PASS)
                 before, after = UPSTREAM_PIPELINE[:cut], UPSTREAM_PIPELINE[cut + 1:]
                 passmanager.PassManager.parse(pipeline_text(before), ctx).run(module.operation)
-                if _has_heap_allocation(module):
+                if _drop_self_copies(module):
                     after = UPSTREAM_PIPELINE[cut:]
                 passmanager.PassManager.parse(pipeline_text(after), ctx).run(module.operation)
             else:

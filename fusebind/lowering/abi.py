@@ -1,0 +1,170 @@
+"""The kernel ABI as data: element dtypes, kernel signatures, memref descriptors.
+
+This module owns `DType` (f32 f64 i32 i64 i1) and its mapping to numpy, to
+MLIR element type names and to ctypes, `KernelSignature` and the ctypes memref
+descriptor structs of the kernel ABI (docs/INTERNAL-API.md, docs/KERNEL-ABI.md).
+It lives in `lowering` because lowering is what produces kernels of this ABI;
+`fusebind.runtime.dtypes` re-exports every name, so runtime code and users keep
+importing them from there. Must not: import mlir, llvmlite or `fusebind.runtime`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import functools
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+
+
+class DType(enum.Enum):
+    """An element type a kernel reads or writes."""
+
+    F32 = "f32"
+    F64 = "f64"
+    I32 = "i32"
+    I64 = "i64"
+    I1 = "i1"
+
+    @classmethod
+    def parse(cls, value: "DType | str") -> "DType":
+        """`DType.parse("f32")`; a DType is returned as is."""
+        if isinstance(value, DType):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls(value.strip().lower())
+            except ValueError:
+                pass
+        names = ", ".join(d.value for d in cls)
+        raise ValueError(f"unknown dtype {value!r}: expected one of {names}")
+
+    @classmethod
+    def from_numpy(cls, dtype: Any) -> "DType":
+        """The DType of a numpy dtype (or anything `np.dtype()` accepts)."""
+        np_dtype = np.dtype(dtype)
+        for member in cls:
+            if _NUMPY[member] == np_dtype:
+                return member
+        names = ", ".join(str(v) for v in _NUMPY.values())
+        raise ValueError(f"numpy dtype {np_dtype} has no fusebind DType: supported are {names}")
+
+    @property
+    def numpy(self) -> np.dtype:
+        return _NUMPY[self]
+
+    @property
+    def mlir(self) -> str:
+        """The MLIR element type name: f32, f64, i32, i64, i1."""
+        return self.value
+
+    @property
+    def ctype(self) -> type:
+        return _CTYPES[self]
+
+    @property
+    def itemsize(self) -> int:
+        return self.numpy.itemsize
+
+    def __repr__(self) -> str:
+        return f"DType.{self.name}"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_NUMPY: dict[DType, np.dtype] = {
+    DType.F32: np.dtype(np.float32),
+    DType.F64: np.dtype(np.float64),
+    DType.I32: np.dtype(np.int32),
+    DType.I64: np.dtype(np.int64),
+    DType.I1: np.dtype(np.bool_),
+}
+
+_CTYPES: dict[DType, type] = {
+    DType.F32: ctypes.c_float,
+    DType.F64: ctypes.c_double,
+    DType.I32: ctypes.c_int32,
+    DType.I64: ctypes.c_int64,
+    DType.I1: ctypes.c_bool,
+}
+
+
+def parse_dtypes(dtypes: Iterable["DType | str"]) -> tuple[DType, ...]:
+    """A dtype tuple from DTypes or names; a bare string is refused because
+    "f32" would otherwise read as three one-letter names."""
+    if isinstance(dtypes, (str, DType)):
+        raise TypeError(
+            f"dtypes must be a sequence such as ('f32', 'f32'), got the single value {dtypes!r}"
+        )
+    return tuple(DType.parse(d) for d in dtypes)
+
+
+@functools.lru_cache(maxsize=None)
+def memref_descriptor(dtype: DType, rank: int) -> type[ctypes.Structure]:
+    """The ctypes struct of a ranked memref descriptor:
+    `{T* allocated; T* aligned; int64 offset; int64 sizes[r]; int64 strides[r]}`."""
+    if rank < 0:
+        raise ValueError(f"memref rank must be >= 0, got {rank}")
+    ptr = ctypes.POINTER(dtype.ctype)
+    fields: list[tuple[str, Any]] = [("allocated", ptr), ("aligned", ptr), ("offset", ctypes.c_int64)]
+    if rank:
+        fields += [("sizes", ctypes.c_int64 * rank), ("strides", ctypes.c_int64 * rank)]
+    return type(f"MemRef{rank}D_{dtype.value}", (ctypes.Structure,), {"_fields_": fields})
+
+
+Operand = tuple[DType, int]
+
+
+@dataclass(frozen=True)
+class KernelSignature:
+    """The C signature of a kernel: one memref descriptor pointer per
+    argument, `inputs` in order then `outputs`, each a (DType, rank)."""
+
+    inputs: tuple[Operand, ...]
+    outputs: tuple[Operand, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", _operands(self.inputs, "inputs"))
+        object.__setattr__(self, "outputs", _operands(self.outputs, "outputs"))
+        if not self.outputs:
+            raise ValueError("KernelSignature needs at least one output: kernels write outputs in place")
+
+    @property
+    def dtypes(self) -> tuple[DType, ...]:
+        """The binding-table dtype tuple: inputs in order, then outputs."""
+        return tuple(d for d, _ in (*self.inputs, *self.outputs))
+
+    @property
+    def argtypes(self) -> tuple[Any, ...]:
+        """ctypes argtypes: a pointer to each operand's descriptor struct."""
+        return tuple(ctypes.POINTER(memref_descriptor(d, r)) for d, r in (*self.inputs, *self.outputs))
+
+    def cfunctype(self) -> Any:
+        return _cfunctype(self.argtypes)
+
+    def __str__(self) -> str:
+        def fmt(ops: tuple[Operand, ...]) -> str:
+            return ", ".join(f"memref<{r}d x {d.value}>" for d, r in ops)
+
+        return f"({fmt(self.inputs)}) -> ({fmt(self.outputs)})"
+
+
+@functools.lru_cache(maxsize=None)
+def _cfunctype(argtypes: tuple[Any, ...]) -> Any:
+    return ctypes.CFUNCTYPE(None, *argtypes)
+
+
+def _operands(values: Any, what: str) -> tuple[Operand, ...]:
+    out = []
+    for item in values:
+        try:
+            dtype, rank = item
+        except (TypeError, ValueError):
+            raise TypeError(f"KernelSignature.{what}: each entry must be (dtype, rank), got {item!r}") from None
+        if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
+            raise ValueError(f"KernelSignature.{what}: rank must be an int >= 0, got {rank!r}")
+        out.append((DType.parse(dtype), rank))
+    return tuple(out)
