@@ -222,10 +222,26 @@ class _Builder:
     def _kernel_step(self, op: Any, resolved: Any, ins: list[int], out: int, elementwise: bool) -> Step:
         in_shapes = [_shape(v) for v in op.operands]
         out_shape = _shape(op.results[0])
+        alloc = self._out_array(op.results[0])
+        large = elementwise and self.options.threads > 1 and int(np.prod(out_shape)) >= SPLIT_THRESHOLD  # type: ignore[arg-type]
+        if not large and (not elementwise or all(s == out_shape for s in in_shapes)):
+            # Operands described by their own shapes: the thunk makes it one native call.
+            try:
+                fn = ThunkCall(resolved.kernel, [*in_shapes, out_shape]).function  # type: ignore[list-item]
+            except ThunkUnavailable:
+                fn = None
+            if fn is not None:
+                def run_thunk(env: Env) -> None:
+                    o = alloc()
+                    if fn(*[env[i] for i in ins], o) is None:  # e.g. a non-contiguous view: convert
+                        if fn(*[_contig(np.asarray(env[i])) for i in ins], o) is None:
+                            raise RuntimeError(f"fusebind internal error: the call thunk refused the operands of "
+                                               f"{op.name}")
+                    env[out] = o
+                return run_thunk
         call = KernelCall(resolved.kernel, in_shapes, [out_shape],  # type: ignore[list-item]
                           broadcast_inputs_to=out_shape if elementwise else None,
                           splittable=elementwise and bool(out_shape), threads=self.options.threads)
-        alloc = self._out_array(op.results[0])
 
         def run(env: Env) -> None:
             o = alloc()
