@@ -109,12 +109,14 @@ class DataflowGraph:
         return None
 
     def cycle_witness(self, members: Collection[Operation], group_of: Mapping[Operation, Any],
-                      group_ops: Mapping[Any, Sequence[Operation]]) -> tuple[Any, Operation] | None:
+                      group_ops: Mapping[Any, Sequence[Operation]],
+                      ignore: Collection[Any] = ()) -> tuple[Any, Operation] | None:
         """Would fusing `members` close a cycle once every group (an accepted
         region: `group_of[op]` is its key, `group_ops[key]` its ops) is
         contracted to a single node? Returns (the key of a group on such a
         path, or None for a plain op-level path; the member it re-enters at),
-        or None when the contracted graph stays acyclic.
+        or None when the contracted graph stays acyclic. Groups whose key is
+        in `ignore` count as plain ops (the two regions a merge dissolves).
 
         Forward search from the users of `members`. A plain op at or after the
         last member cannot lead back, so it is not visited; a group is entered
@@ -131,7 +133,7 @@ class DataflowGraph:
 
         def reach(op: Operation, via: Any) -> None:
             key = group_of.get(op)
-            if key is not None:
+            if key is not None and key not in ignore:
                 if key in seen_groups:
                     return
                 seen_groups.add(key)
@@ -172,10 +174,16 @@ class DataflowGraph:
         return out
 
     def escaping_results(self, members: Iterable[Operation], inside: Collection[Operation]) -> list[SSAValue]:
-        """Results of `members` used by an op not in `inside` (they become region results)."""
+        """Results of `members` used by an op of this block not in `inside`
+        (they become region results). Uses by ops outside the block (regions
+        built for candidates but not inserted yet) do not count."""
         out: list[SSAValue] = []
         for op in members:
             for r in op.results:
-                if any(use.operation not in inside for use in r.uses):
+                if any(self.in_block(use.operation) and use.operation not in inside for use in r.uses):
                     out.append(r)
         return out
+
+    def in_block(self, op: Operation) -> bool:
+        """Is `op` one of the ops of this block (as it was when the graph was built)?"""
+        return op in self.index

@@ -26,7 +26,7 @@ marked.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from xdsl.dialects.builtin import DenseArrayBase, i64
 from xdsl.ir import Operation, SSAValue
@@ -64,20 +64,25 @@ def _body_is_same_index(region: RegionOp, k: int) -> bool:
     return True
 
 
-def inplace_operand(region: RegionOp, members: Collection[Operation]) -> int | None:
+def inplace_operand(region: RegionOp, members: Collection[Operation],
+                    counts: Callable[[Operation], bool] = lambda op: True) -> int | None:
     """The index of an operand of `region` (not yet inserted: its operands are
     the outside values) whose buffer result 0 may reuse, or None.
 
     The operand must be the result of a `prim.matmul` (an executor temporary,
     never a caller's array) read by no op outside `members` (the ops the
-    region replaces), and have the result's type."""
+    region replaces), and have the result's type. Uses by ops for which
+    `counts(op)` is false are ignored (the optimizer passes "is an op of the
+    block", so regions built but not inserted yet, `region` included, do not
+    count as readers)."""
     if len(region.results) != 1 or not _static(region.results[0]):
         return None
     out_type = region.results[0].type
     for k, value in enumerate(region.operands):
         if not isinstance(value.owner, MatmulOp) or value.type != out_type:
             continue
-        if any(use.operation not in members for use in value.uses):
+        if any(use.operation not in members and use.operation is not region and counts(use.operation)
+               for use in value.uses):
             continue
         if list(region.operands).count(value) != 1:
             continue

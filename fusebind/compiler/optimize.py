@@ -277,14 +277,20 @@ def _detached_recipe(region: RegionOp, fused_id: int) -> RegionOp:
 
 @dataclass
 class _Accepted:
-    """A region that will be rewritten: its candidate, the built region, the
-    values it replaces (in result order), its cost and its pending decision."""
+    """A region decided on: its candidate, the built region, the values it
+    replaces (in result order), whether it was priced symbolically, and its
+    pending decision. A `gated` one has no kernel yet: it is not rewritten but
+    queued at the end (after merging, so the work order holds the merged
+    regions, not their parts); its ops stay reserved meanwhile."""
 
     candidate: Candidate
     region: RegionOp
     outputs: list[SSAValue]
     symbolic: bool
     decision: Decision
+    gated: bool = False
+    runtime_id: int = 0
+    static_id: int | None = None
 
 
 @dataclass
@@ -369,9 +375,7 @@ class _FunctionOptimizer:
             self.decide("illegal", cand, f"non-convex: a path leaves the region through {via.name} and re-enters")
             return None
         if self.accepted:
-            group_of = self.region_of if not ignore else {
-                op: k for op, k in self.region_of.items() if k not in ignore}
-            cycle = self.graph.cycle_witness(cand.ops, group_of, self.region_ops)
+            cycle = self.graph.cycle_witness(cand.ops, self.region_of, self.region_ops, ignore)
             if cycle is not None:
                 key, at = cycle
                 other = f"region @{self.accepted[key].candidate.name}" if key is not None else "an outside op"
@@ -432,14 +436,15 @@ class _FunctionOptimizer:
             _discard(base.region)
             self.accept(big, _Priced(priced.region, merged_cost, priced.unfused, symbolic), runtime_id, detail)
             return True
-        self.queue(big, priced.region, runtime_id, None, "queued; " + detail)
-        _discard(priced.region)
         if cand.static_id not in self.gated_static:  # the catalog kernel runs until the cluster's is bound
+            self.queue(big, priced.region, runtime_id, None, "queued; " + detail)
+            _discard(priced.region)
             self.claimed.update(extra)
             self.consider_exact(cand, base)
         else:
             _discard(base.region)
-            self.claimed.update(grown)
+            self.accept(big, _Priced(priced.region, merged_cost, priced.unfused, symbolic), runtime_id,
+                        "queued; " + detail, gated=True)
         return True
 
     def consider_exact(self, cand: Candidate, priced: _Priced) -> None:
@@ -450,14 +455,20 @@ class _FunctionOptimizer:
                         costs=(priced.fused, priced.unfused))
             _discard(priced.region)
             return
-        fused_id = self.pick_id(cand, priced.region)
-        if fused_id is None:
-            _discard(priced.region)
-            return
-        self.accept(cand, priced, fused_id, f"{len(cand.ops)} ops; fused {_us(priced.fused)} < unfused "
-                                            f"{_us(priced.unfused)}, {priced.how}")
+        fused_id, has_kernel = self.pick_id(cand, priced.region)
+        if has_kernel:
+            self.accept(cand, priced, fused_id, f"{len(cand.ops)} ops; fused {_us(priced.fused)} < unfused "
+                                                f"{_us(priced.unfused)}, {priced.how}")
+        elif cand.static_id is not None:
+            self.accept(cand, priced, fused_id, f"queued as runtime id {fused_id}", gated=True,
+                        static_id=cand.static_id)
+        else:
+            self.accept(cand, priced, fused_id, "queued", gated=True)
 
-    def accept(self, cand: Candidate, priced: _Priced, fused_id: int, detail: str) -> None:
+    def accept(self, cand: Candidate, priced: _Priced, fused_id: int, detail: str, *, gated: bool = False,
+               static_id: int | None = None) -> None:
+        """Take `cand` as a region: fused under `fused_id`, or (gated) pending
+        the kernel of runtime id `fused_id`."""
         region = priced.region
         if not priced.symbolic:
             region.properties["cost"] = CostAttr(priced.fused.flops, priced.fused.bytes, priced.fused.ns)  # type: ignore[union-attr]
@@ -465,27 +476,24 @@ class _FunctionOptimizer:
         self.claimed.update(cand.ops)
         key = self._next_key
         self._next_key += 1
-        decision = self.decision("fused", cand, detail, fused_id, (priced.fused, priced.unfused))
+        if gated:
+            decision = self.decision("gated", cand, detail, static_id if static_id is not None else fused_id)
+        else:
+            decision = self.decision("fused", cand, detail, fused_id, (priced.fused, priced.unfused))
         self.accepted[key] = _Accepted(cand, region, self.graph.escaping_results(cand.ops, set(cand.ops)),
-                                       priced.symbolic, decision)
+                                       priced.symbolic, decision, gated, fused_id, static_id)
         self.region_ops[key] = cand.ops
         for op in cand.ops:
             self.region_of[op] = key
 
-    def pick_id(self, cand: Candidate, region: RegionOp) -> int | None:
-        """The id to fuse under, or None after recording the gated verdict."""
+    def pick_id(self, cand: Candidate, region: RegionOp) -> tuple[int, bool]:
+        """(id, has a kernel): the static id when its kernel is bound, else the
+        registry's id for the region and whether the gate is open for it."""
         if cand.static_id is not None and cand.static_id not in self.gated_static:
-            return cand.static_id
+            return cand.static_id, True
         registry = self.ctx.recipe_registry()
         runtime_id = registry.register(cand.name, region)
-        if self.ctx.has_kernel(runtime_id):
-            return runtime_id
-        self.claimed.update(cand.ops)  # reserved for the pending kernel
-        if cand.static_id is not None:
-            self.queue(cand, region, runtime_id, cand.static_id, f"queued as runtime id {runtime_id}")
-        else:
-            self.queue(cand, region, runtime_id, None, "queued")
-        return None
+        return runtime_id, self.ctx.has_kernel(runtime_id)
 
     def queue(self, cand: Candidate, region: RegionOp, runtime_id: int, static_id: int | None, detail: str) -> None:
         """Record `gated` and put the region on the work order (once per id)."""
@@ -554,7 +562,8 @@ class _FunctionOptimizer:
         registry = self.ctx.recipe_registry()
         runtime_id = registry.register(name, priced.region)
         detail = f"{len(ops)} ops, {what}; fused {_us(merged_cost)} < the two regions {_us(parts)}, {how}"
-        if not self.ctx.has_kernel(runtime_id):
+        has_kernel = self.ctx.has_kernel(runtime_id)
+        if not has_kernel and not (a.gated and b.gated):  # a part runs fused now; queue the merge for later
             self.queue(cand, priced.region, runtime_id, None, "queued; " + detail)
             _discard(priced.region)
             return False
@@ -566,14 +575,21 @@ class _FunctionOptimizer:
         del self.region_ops[a_key], self.region_ops[b_key]
         for op in ops:
             del self.region_of[op]
-        unfused = _sum(a.decision.unfused_cost, b.decision.unfused_cost)
-        self.accept(cand, _Priced(priced.region, merged_cost, unfused, symbolic), runtime_id, detail)
+        unfused = _sum(_primitives_cost(a.candidate.ops, self.ctx, symbolic),
+                       _primitives_cost(b.candidate.ops, self.ctx, symbolic))
+        self.accept(cand, _Priced(priced.region, merged_cost, unfused, symbolic), runtime_id,
+                    detail if has_kernel else "queued; " + detail, gated=not has_kernel)
         return True
 
     def finish(self) -> None:
-        """Stamp the in-place marker where sound and record the fused decisions."""
+        """Queue the gated regions (work order + decision); stamp the in-place
+        marker where sound and record the fused decisions."""
         for acc in sorted(self.accepted.values(), key=lambda acc: self.graph.index[acc.candidate.ops[0]]):
-            k = inplace_operand(acc.region, {*acc.candidate.ops, acc.region})
+            if acc.gated:
+                self.queue(acc.candidate, acc.region, acc.runtime_id, acc.static_id, acc.decision.detail)
+                _discard(acc.region)
+                continue
+            k = inplace_operand(acc.region, set(acc.candidate.ops), self.graph.in_block)
             decision = acc.decision
             if k is not None:
                 mark_inplace(acc.region, k, 0)
@@ -584,9 +600,9 @@ class _FunctionOptimizer:
     # ----------------------------------------------------------------- rewriting
 
     def rewrite(self) -> None:
-        if not self.accepted:
+        accepted = [acc for acc in self.accepted.values() if not acc.gated]
+        if not accepted:
             return
-        accepted = list(self.accepted.values())
         for acc in accepted:
             first = acc.candidate.ops[0]
             self.block.insert_op_before(acc.region, first)

@@ -183,16 +183,28 @@ def test_merge_respects_max_ops() -> None:
     same_values(module, result.module, *args_for(module))
 
 
-def test_merge_without_kernel_is_queued_and_parts_stay() -> None:
+def test_nothing_bound_queues_the_merged_region_not_its_parts() -> None:
     module = parse_module(MERGE)
     registry = RecipeRegistry()
-    parts = optimize_graph(module, OptimizationContext.gate_none(recipes=registry))
-    part_ids = {w.fused_id for w in parts.work_order}
+    gated = optimize_graph(module, OptimizationContext.gate_none(recipes=registry))
+    (item,) = gated.work_order
+    assert item.rule == "merge" and body_ops(item.region) == ["prim.exp", "prim.reduce_sum", "prim.log", "prim.neg"]
+    assert [d.fused_id for d in gated.decisions if d.verdict == "gated"] == [item.fused_id]
+    final = optimize_graph(module, OptimizationContext.with_ids({item.fused_id}, recipes=registry))
+    assert [r.id for r in regions(final.module)] == [item.fused_id]
+
+
+def test_parts_bound_merge_not_bound_parts_run_and_merge_is_queued() -> None:
+    module = parse_module(MERGE)
+    registry = RecipeRegistry()
+    small = optimize_graph(module, OptimizationContext.gate_none(recipes=registry, max_region_ops=3))
+    part_ids = {w.fused_id for w in small.work_order}
     assert len(part_ids) == 2
     result = optimize_graph(module, OptimizationContext.with_ids(part_ids, recipes=registry))
     assert sorted(r.id for r in regions(result.module)) == sorted(part_ids)
     (item,) = result.work_order
     assert item.rule == "merge" and len(body_ops(item.region)) == 4
+    same_values(module, result.module, *args_for(module))
     final = optimize_graph(module, OptimizationContext.with_ids(part_ids | {item.fused_id}, recipes=registry))
     assert [r.id for r in regions(final.module)] == [item.fused_id]
 
@@ -348,4 +360,23 @@ def test_candidate_closing_a_cycle_is_dropped_with_a_decision() -> None:
     assert d.remark() == ("remark: rejected @second (illegal: would create a cycle: a path leaves through "
                           "region @first and re-enters at prim.neg) in @f")
     result.module.verify()
+    same_values(module, result.module, *args_for(module))
+
+
+def test_merged_region_results_ignore_uses_by_regions_not_yet_inserted() -> None:
+    """Regression (found by the random-graph test): the reduction region's
+    pending operand %v0 must not make %v0 an extra result of the merge."""
+    text = """
+    func.func @f(%a: tensor<3x4xf32>) -> tensor<3x4xf32> {
+      %v0 = prim.exp %a : tensor<3x4xf32> -> tensor<3x4xf32>
+      %v3 = prim.reduce_sum %v0 {axes = [1], keepdims} : tensor<3x4xf32> -> tensor<3x1xf32>
+      %v4 = prim.exp %v0 : tensor<3x4xf32> -> tensor<3x4xf32>
+      %v10 = prim.add %a, %v3 : (tensor<3x4xf32>, tensor<3x1xf32>) -> tensor<3x4xf32>
+      func.return %v10 : tensor<3x4xf32>
+    }
+    """
+    module = parse_module(text)
+    result = optimize_graph(module, OptimizationContext.gate_all(recipes=RecipeRegistry(), max_region_ops=4))
+    (region,) = regions(result.module)
+    assert len(region.results) == 1
     same_values(module, result.module, *args_for(module))

@@ -78,4 +78,5 @@ def test_optimized_module_computes_the_same_values(text: str, max_ops: int, seed
     gated = optimize_graph(module, OptimizationContext.gate_none(recipes=RecipeRegistry(), max_region_ops=max_ops))
     assert not any(isinstance(op, RegionOp) for op in gated.module.walk())
     assert len({w.fused_id for w in gated.work_order}) == len(gated.work_order)
-    assert 0 < len(gated.work_order) <= len(result.fused()) or not result.fused()
+    # Something is queued exactly when something fuses with every kernel bound (merges may make the counts differ).
+    assert bool(gated.work_order) == bool(result.fused())
