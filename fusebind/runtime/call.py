@@ -1,6 +1,8 @@
 """Calling one kernel on numpy arrays of fixed shapes, cheaply and repeatedly.
 
-Owns `KernelCall`: the memref descriptors of one kernel call are built once
+Owns `SPLIT_THRESHOLD`, the split thread pool (`split_pool`) and
+`KernelCall`, the fallback call path (plans use the thunk, thunk.py, when
+it is available): the memref descriptors of one kernel call are built once
 (per plan) with their sizes and strides; a call only patches the data
 pointers and makes the foreign call. Broadcast operands of static
 elementwise kernels get stride-0 dims in their descriptors (no views are
@@ -26,7 +28,13 @@ from fusebind.runtime.dtypes import DType, memref_descriptor
 from fusebind.runtime.kernel import Kernel
 
 #: Below this many output elements a call is not split: a thread hand-off
-#: costs ~45 us (PERFORMANCE.md), more than such a kernel runs.
+#: costs ~45 us (PERFORMANCE.md; ~28 us measured here: pool submit, chunk
+#: views, future), more than such a kernel runs. Measured on this 2-vCPU
+#: host with the thunk's GIL-releasing entry (relu(a*b+c) and GELU-tanh,
+#: 5e4..1e7 f32, interleaved): the split costs 2.5-4x at 5e4-1e5 and is
+#: within noise of one thread from 5e5 up while the second core was busy
+#: with other processes; PERFORMANCE.md's quiet-host figure (>= 1.7x on
+#: compute-bound kernels at 1e7, crossover ~5e5) is kept as the threshold.
 SPLIT_THRESHOLD = 500_000
 
 Shape = tuple[int, ...]
