@@ -8,9 +8,22 @@ fused, what was rejected and why: `gated`, `unprofitable`, `illegal`,
 For each function block, the rules of `rules.py` run in priority order
 (catalog ops, matmul epilogue, reduction pro/epilogue, elementwise chains)
 until a sweep claims nothing new. Each candidate is checked in this order:
-size bound (`too-big`), convexity (`illegal`), cost (`unprofitable`), gate
+size bound (`too-big`), convexity (`illegal`), no cycle with the regions
+taken so far (`illegal: would create a cycle`), cost (`unprofitable`), gate
 (`gated`). Only then is it fused. Ops of a gated candidate are reserved, so
 lower-priority rules do not queue overlapping regions for the same ops.
+
+A catalog candidate first tries to absorb its adjacent elementwise ops
+(`rules.absorb_neighbours`): when the grown cluster is legal and cheaper
+than the catalog region plus those ops unfused, the cluster is fused as one
+synthesized region, so `relu(a*b+c)` is one kernel, not `mul` + `bias_relu`.
+If only the catalog kernel is bound, it runs now and the cluster is queued.
+
+Merge step: after the sweeps, regions are merged along their dataflow edges
+until nothing changes (convex, acyclic with the other regions, within the
+size bound, cheaper than the two; gated regions merge too, so the work order
+holds the merged region). Last, a region reading a matmul result in place
+is marked (`inplace.py`), and the block is rewritten.
 
 Cost policy: fuse when the Layer-1 cost of the region (`compose_region_cost`)
 is strictly cheaper than its primitives (`compose_primitives_cost`); equal or
