@@ -12,6 +12,10 @@ This module owns the rules and the capability gate over them:
   elementwise prologue/epilogue around a reduction, and chains of
   elementwise ops (broadcasts included).
 
+`absorb_neighbours` grows a catalog candidate with its adjacent elementwise
+ops (convex, size-bounded), so the optimizer can price a catalog pattern
+against the larger cluster around it instead of splitting that cluster.
+
 A rule proposes `Candidate`s (ops of one block, in block order) and notes
 the merges it refused (`Rejection`). It does not price, gate by runtime id,
 or rewrite IR: `optimize.py` does. `capability_gated_rules(has_kernel)`
