@@ -36,11 +36,8 @@ def fusebind_opt(*args: str) -> subprocess.CompletedProcess[str]:
 
 def main() -> int:
     path = str(Path(sys.argv[1]) if len(sys.argv) > 1 else FILE)
-    passes = fusebind_opt("--list-passes").stdout.split()
-    # The `fuse` pass lives in fusion_passes; load it explicitly if no plugin registers it yet.
-    plugin = [] if "fuse" in passes else ["--plugin", "fusebind.compiler.fusion_passes"]
     for title, pipeline in PIPELINES:
-        proc = fusebind_opt(*plugin, path, "-p", pipeline)
+        proc = fusebind_opt(path, "-p", pipeline)
         print(f"=== {title}\n$ fusebind-opt {path} -p '{pipeline}'")
         if proc.returncode != 0:
             print(proc.stderr.strip())

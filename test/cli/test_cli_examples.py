@@ -35,10 +35,11 @@ def test_opt_pipeline_shows_each_stage() -> None:
     out = run_script("opt_pipeline.py").stdout
     stages = out.split("=== ")[1:]
     assert [s.split(":")[0] for s in stages] == ["fuse", "annotate-cost", "lower-to-linalg", "lower-to-llvm"]
-    assert "fused.region @bias_relu" in stages[0] and "remark: fused @bias_relu" in stages[0]
-    assert "cost #fused.cost<flops = 2048" in stages[1]
+    # relu(a*b+c) is one region: the catalog's bias_relu absorbs the multiply before it
+    assert "fused.region @ew_mul_add_relu" in stages[0] and "absorbs catalog bias_relu" in stages[0]
+    assert "cost #fused.cost<flops = 3072" in stages[1]  # mul, add, relu over 1024 elements
     assert "linalg.generic" in stages[2] and "fused.region" not in stages[2]
-    assert "define void @fb_bias_relu_0" in stages[3]
+    assert "define void @fb_ew_mul_add_relu_0" in stages[3]
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc) to build the custom kernel")
