@@ -15,10 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from conftest import LONG, check_front_door, corpus_files, opt_run, scaled, seed_texts
+from conftest import (LONG, check_front_door, corpus_files, has_long_unterminated_string, opt_run, scaled,
+                      seed_texts)
 
 SEEDS = seed_texts()
 
@@ -120,6 +121,12 @@ def generated(draw: st.DrawFn) -> str:
     return text
 
 
+def fuzz_one(text: str) -> None:
+    """check_front_door, steering around the open xDSL lexer hang (see its xfail below)."""
+    assume(not has_long_unterminated_string(text))
+    check_front_door(text)
+
+
 FUZZ = settings(max_examples=scaled(150, 3000), deadline=None, derandomize=not LONG,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.filter_too_much])
@@ -128,32 +135,32 @@ FUZZ = settings(max_examples=scaled(150, 3000), deadline=None, derandomize=not L
 @FUZZ
 @given(mutated())
 def test_mutated_seeds_end_cleanly(text: str) -> None:
-    check_front_door(text)
+    fuzz_one(text)
 
 
 @FUZZ
 @given(token_soup)
 def test_token_soup_ends_cleanly(text: str) -> None:
-    check_front_door(text)
+    fuzz_one(text)
 
 
 @FUZZ
 @given(st.text(max_size=300))
 def test_arbitrary_unicode_ends_cleanly(text: str) -> None:
-    check_front_door(text)
+    fuzz_one(text)
 
 
 @FUZZ
 @given(generated())
 def test_generated_modules_parse_or_fail_cleanly(text: str) -> None:
-    check_front_door(text)
+    fuzz_one(text)
 
 
 @FUZZ
 @given(st.sampled_from(ALL_SEEDS), st.data())
 def test_every_truncation_point_ends_cleanly(text: str, data: st.DataObject) -> None:
     cut = data.draw(st.integers(0, len(text)))
-    check_front_door(text[:cut])
+    fuzz_one(text[:cut])
 
 
 @pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name)
@@ -277,6 +284,25 @@ def test_real_fusebind_opt_process_never_prints_a_traceback(name: str) -> None:
 # --------------------------------------------------------------------------- found bugs
 
 
+@pytest.mark.xfail(strict=True, reason="BUG: an unterminated string literal makes xDSL's lexer regex backtrack "
+                   "exponentially (40 chars = hours); see docs/RELIABILITY.md")
+def test_an_unterminated_string_literal_fails_fast() -> None:
+    script = ("from fusebind.dialect import FusebindIRError, parse_module\n"
+              "try:\n    parse_module('func.func @\"' + 'a' * 40)\nexcept FusebindIRError as err:\n    print(err)\n")
+    try:
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=8)
+    except subprocess.TimeoutExpired:
+        pytest.fail("watchdog: parse_module of a 52-char input did not finish in 8 s")
+    assert "string literal" in proc.stdout
+
+
+def test_the_fuzz_guard_recognises_the_hang_pattern() -> None:
+    assert has_long_unterminated_string('"\x02""' + "\x00" * 19 + "!!")
+    assert has_long_unterminated_string('func.func @"' + "a" * 40)
+    assert not has_long_unterminated_string('%r = fused.region @"my kernel" id 3 (%a) : () -> ()')
+    assert not has_long_unterminated_string('"' + "a" * 10)
+
+
 class _CountingText(str):
     """A str that counts how many characters `count` and `rfind` scan (to prove
     location bookkeeping is linear, without timing anything)."""
@@ -314,3 +340,22 @@ def test_op_locations_cost_linear_work_in_the_text_size() -> None:
     assert _CountingText.scanned <= 4 * len(text), (
         f"locating {2000} ops scanned {_CountingText.scanned} chars of a {len(text)}-char text")
 
+
+
+# --------------------------------------------------------------------------- coverage-guided (atheris)
+
+
+def test_atheris_harness_runs_bounded_without_crashes(tmp_path: Path) -> None:
+    pytest.importorskip("atheris", reason="atheris is not installed (pip install atheris)")
+    seconds = scaled(5, 600)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i, seed in enumerate(SEEDS[:20]):
+        (corpus / f"seed{i}.mlir").write_text(seed)
+    harness = Path(__file__).resolve().parents[2] / "fuzz" / "fuzz_parser.py"
+    proc = subprocess.run([sys.executable, str(harness), f"-max_total_time={seconds}", "-timeout=60",
+                           "-rss_limit_mb=4096", "-seed=12345", str(corpus)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=seconds + 300)
+    crashes = sorted(p.name for p in tmp_path.glob("crash-*")) + sorted(p.name for p in tmp_path.glob("timeout-*"))
+    assert proc.returncode == 0 and not crashes, (crashes, proc.stderr[-3000:])
+    assert "Done" in proc.stderr and " runs in " in proc.stderr
