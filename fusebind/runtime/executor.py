@@ -31,7 +31,7 @@ import numpy as np
 from fusebind.runtime import bindings as _bindings
 from fusebind.runtime.bindings import BindingTable, bindings_generation, global_bindings, parse_backend
 from fusebind.runtime.call import SPLIT_THRESHOLD
-from fusebind.runtime.jit import JitCompiler, kernel_is_splittable
+from fusebind.runtime.jit import JitCompiler
 from fusebind.runtime.plan import (
     ArmStats,
     FastPath,
@@ -197,8 +197,7 @@ class Executor:
             for _ in range(3):
                 table = global_bindings()
                 func = self.optimized_func(table, shapes)
-                plan = build_plan(func, table, self.options, self._stats.arms, self._fused_id_of,
-                                  kernel_is_splittable)
+                plan = build_plan(func, table, self.options, self._stats.arms, self._fused_id_of)
                 self._stats.plans += 1
                 work = list(plan.work_order) + list(self._optimized[shapes][3])
                 if not work:

@@ -8,8 +8,19 @@ There is no second registry behind it: kernels live in the one binding table
 recipe registry (compiler/recipes.py).
 
 Static (catalog) fused ops, ids below RUNTIME_FUSED_BASE, are bound under
-`BindingKey.static("fused.<catalog name>")` (see compiler/catalog.py), so the
-gate answers for both kinds from the same table.
+`BindingKey.static("fused.<catalog name>")` (see compiler/catalog.py) by
+`bind_catalog_kernel`, so the gate answers for both kinds from the same table.
+
+Kernel caps (a row's `caps`, DESIGN.md "binding table") that fused rows use;
+the plan and `compile_one` read them from the resolved row:
+- `CAP_SPLIT_AXIS0` ("split:axis0"): the kernel may be called on chunks of
+  every operand and result along axis 0 (rows are independent, the leading
+  dim is read from the descriptors), so large calls run on several threads.
+- `CAP_SHAPE_DYNAMIC` ("shape:dynamic"): every dim is read from the
+  descriptors; the kernel runs any shape of its signature's ranks.
+- `shape_cap(shapes)` ("shape=4x8,8"): the kernel was compiled for exactly
+  these shapes (inputs then outputs). A static catalog row (one key for every
+  shape) without a shape cap is trusted to take any shape of its ranks.
 """
 
 from __future__ import annotations
@@ -40,6 +51,8 @@ if TYPE_CHECKING:  # the registry pulls in xDSL: import it only when adopting
 FusedOpId = NewType("FusedOpId", int)
 
 __all__ = [
+    "CAP_SHAPE_DYNAMIC",
+    "CAP_SPLIT_AXIS0",
     "RUNTIME_FUSED_BASE",
     "FusedOpId",
     "RuntimeKernelBinding",
@@ -48,11 +61,27 @@ __all__ = [
     "AmbiguousKernel",
     "InvalidFusedOpId",
     "adopt_runtime_fused",
+    "bind_catalog_kernel",
     "register_runtime_kernel",
+    "shape_cap",
     "fused_kernel_available",
     "fused_kernel_available_in",
     "lookup_runtime_kernel",
 ]
+
+
+#: The kernel may run on chunks along axis 0 (see the module doc).
+CAP_SPLIT_AXIS0 = "split:axis0"
+#: The kernel reads every dim from its descriptors (any shape of its ranks).
+CAP_SHAPE_DYNAMIC = "shape:dynamic"
+#: Prefix of the exact-shapes cap (`shape_cap`).
+SHAPE_CAP_PREFIX = "shape="
+
+
+def shape_cap(shapes: Iterable[Iterable[int]]) -> str:
+    """The cap of a kernel compiled for exactly `shapes` (inputs then outputs):
+    `shape=4x8,8,4x8` (a rank-0 shape is empty)."""
+    return SHAPE_CAP_PREFIX + ",".join("x".join(str(int(d)) for d in s) for s in shapes)
 
 
 class InvalidFusedOpId(BindingError):
@@ -102,10 +131,22 @@ def _check_runtime_id(fused_id: Any, what: str) -> int:
 
 
 def _bind_idempotent(
-    builder: BindingTableBuilder, key: BindingKey, dtypes: DTypes, backend: str, kernel: Kernel, cost: Cost | None
+    builder: BindingTableBuilder, key: BindingKey, dtypes: DTypes, backend: str, kernel: Kernel, cost: Cost | None,
+    caps: frozenset[str] = frozenset(),
 ) -> None:
     if builder.find_kernel(key, dtypes, backend, kernel) is None:
-        builder.bind(key, dtypes, backend, kernel, cost=cost)
+        builder.bind(key, dtypes, backend, kernel, cost=cost, caps=caps)
+
+
+def _parse_caps(caps: Iterable[str]) -> frozenset[str]:
+    if isinstance(caps, str):
+        raise BindingError(f"caps must be an iterable of cap names, got the string {caps!r}; "
+                           f"write caps=({caps!r},)")
+    out = frozenset(caps)
+    bad = sorted(repr(c) for c in out if not isinstance(c, str) or not c)
+    if bad:
+        raise BindingError(f"caps must be non-empty strings (e.g. {CAP_SPLIT_AXIS0!r}), got {', '.join(bad)}")
+    return out
 
 
 def adopt_runtime_fused(
@@ -117,6 +158,7 @@ def adopt_runtime_fused(
     *,
     cost: Cost | None = None,
     recipes: RecipeRegistry | None = None,
+    caps: Iterable[str] = (),
 ) -> FusedOpId:
     """Register `region`'s recipe (same math, same id; first name wins) and
     bind `kernel` under `RuntimeFused(id)`, in one writer critical section.
@@ -124,10 +166,12 @@ def adopt_runtime_fused(
     Idempotent: the same recipe, kernel, dtypes and backend again changes
     nothing (not even the generation). Another kernel for the same slot
     becomes an alternative row. `cost` is the composed Layer-1 cost, if the
-    caller has one; the row otherwise starts with UNKNOWN_COST.
+    caller has one; the row otherwise starts with UNKNOWN_COST. `caps` are
+    the row's kernel caps (`CAP_SPLIT_AXIS0`, `CAP_SHAPE_DYNAMIC`, ...).
     """
     from fusebind.compiler.recipes import global_recipes, prepare_recipe
 
+    caps_set = _parse_caps(caps)
     dtypes_t = parse_dtypes(dtypes)
     backend = parse_backend(backend)
     if not isinstance(kernel, Kernel):
@@ -140,7 +184,7 @@ def adopt_runtime_fused(
     def adopt(builder: BindingTableBuilder) -> FusedOpId:
         # Registry lock nests inside the table writer lock, never the reverse.
         fused_id = registry.register_prepared(prepared)
-        _bind_idempotent(builder, BindingKey.runtime_fused(fused_id), dtypes_t, backend, kernel, cost)
+        _bind_idempotent(builder, BindingKey.runtime_fused(fused_id), dtypes_t, backend, kernel, cost, caps_set)
         return FusedOpId(fused_id)
 
     return extend_global_bindings(adopt)
@@ -172,14 +216,46 @@ def register_runtime_kernel(
     kernel: Kernel,
     *,
     cost: Cost | None = None,
+    caps: Iterable[str] = (),
 ) -> None:
     """Bind `kernel` under `RuntimeFused(fused_id)` without the recipe step
-    (idempotent for the same kernel, like adopt)."""
+    (idempotent for the same kernel, like adopt); `caps` as for adopt."""
     fused_id = _check_runtime_id(fused_id, "register_runtime_kernel")
+    caps_set = _parse_caps(caps)
     dtypes_t = parse_dtypes(dtypes)
     backend = parse_backend(backend)
     key = BindingKey.runtime_fused(fused_id)
-    extend_global_bindings(lambda b: _bind_idempotent(b, key, dtypes_t, backend, kernel, cost))
+    extend_global_bindings(lambda b: _bind_idempotent(b, key, dtypes_t, backend, kernel, cost, caps_set))
+
+
+def bind_catalog_kernel(
+    fused_id: int,
+    dtypes: Iterable[DType | str],
+    backend: str,
+    kernel: Kernel,
+    *,
+    cost: Cost | None = None,
+    caps: Iterable[str] = (),
+) -> BindingKey:
+    """Bind `kernel` for the static catalog op `fused_id` (1 ..
+    RUNTIME_FUSED_BASE-1) under `BindingKey.static("fused.<name>")`, which
+    opens the gate for that id. Idempotent for the same kernel. One key serves
+    every shape: give the kernel `CAP_SHAPE_DYNAMIC` or a `shape_cap(...)`
+    unless it really takes any shape of its ranks. Returns the key."""
+    if not isinstance(fused_id, int) or isinstance(fused_id, bool) or not 0 < fused_id < RUNTIME_FUSED_BASE:
+        raise InvalidFusedOpId(
+            f"bind_catalog_kernel needs a static catalog FusedOpId in 1 .. {RUNTIME_FUSED_BASE - 1}, got "
+            f"{fused_id!r}; runtime ids are bound with adopt_runtime_fused or register_runtime_kernel")
+    op = static_kernel_op(fused_id)
+    if op is None:
+        raise InvalidFusedOpId(f"bind_catalog_kernel: no built-in fused op has id {fused_id}; see "
+                               "fusebind.compiler.catalog.CATALOG for the ids")
+    caps_set = _parse_caps(caps)
+    dtypes_t = parse_dtypes(dtypes)
+    backend = parse_backend(backend)
+    key = BindingKey.static(op)
+    extend_global_bindings(lambda b: _bind_idempotent(b, key, dtypes_t, backend, kernel, cost, caps_set))
+    return key
 
 
 def _key_for(fused_id: int) -> BindingKey | None:

@@ -6,9 +6,15 @@ This module owns:
   table-passing variant: the gate reads the snapshot it was given, never a
   newer one). `fuse{gate=table}` reaches it by name.
 - `compile_work_order(work_order, ...) -> JitReport`: for each gated region,
-  `decompose_region` then `adopt_runtime_fused(..., cost=decomp.cost)`. A
-  failing compile is a `JitDiagnostic` in the report, never an exception:
-  the region stays unfused and arm 0 runs.
+  `decompose_region` then `adopt_runtime_fused(..., cost=decomp.cost)`; an
+  exact static catalog match (`WorkItem.static_id`, or an item whose
+  `fused_id` is a catalog id) is compiled for dynamic shapes and bound under
+  `BindingKey.static("fused.<name>")` instead (`bind_catalog_kernel`), so the
+  region keeps its built-in id. A failing compile is a `JitDiagnostic` in the
+  report, never an exception: the region stays unfused and arm 0 runs.
+- kernel caps: what the JIT knows about the code it compiled goes into the
+  row's `caps` (`CAP_SHAPE_DYNAMIC`, `CAP_SPLIT_AXIS0`), never into side
+  state here; the plan reads them from the resolved row.
 - `optimize_with_jit(module, ...)`: optimize, compile the work order, and
   optimize again against the new snapshot (sync mode).
 - `JitCompiler`: the one implementation of that step (compile at most once
@@ -25,7 +31,6 @@ import queue
 import sys
 import threading
 import time
-import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -38,7 +43,14 @@ from fusebind.compiler.fusion_passes import machine_with, print_remarks, replace
 from fusebind.compiler.optimize import OptimizeResult, WorkItem, optimize_graph
 from fusebind.compiler.passes import register_pass
 from fusebind.runtime.bindings import global_bindings
-from fusebind.runtime.fused_kernels import adopt_runtime_fused, fused_kernel_available_in
+from fusebind.compiler.catalog import RUNTIME_FUSED_BASE, static_kernel_op
+from fusebind.runtime.fused_kernels import (
+    CAP_SHAPE_DYNAMIC,
+    CAP_SPLIT_AXIS0,
+    adopt_runtime_fused,
+    bind_catalog_kernel,
+    fused_kernel_available_in,
+)
 
 Decompose = Callable[..., Any]
 
@@ -69,7 +81,22 @@ class JitReport:
     diagnostics: list[JitDiagnostic] = field(default_factory=list)
 
     def remarks(self) -> list[str]:
-        return [f"remark: adopted id {i}" for i in self.adopted] + [d.remark() for d in self.diagnostics]
+        return [_adopted_remark(i) for i in self.adopted] + [d.remark() for d in self.diagnostics]
+
+
+def _adopted_remark(fused_id: int) -> str:
+    if 0 < fused_id < RUNTIME_FUSED_BASE:
+        return f"remark: bound id {fused_id} as Static({static_kernel_op(fused_id)})"
+    return f"remark: adopted id {fused_id}"
+
+
+def catalog_id_of(item: WorkItem) -> int | None:
+    """The static catalog id a work item stands for (an exact catalog match:
+    `item.static_id`, or an item queued under a catalog id), else None."""
+    for candidate in (item.static_id, item.fused_id):
+        if isinstance(candidate, int) and 0 < candidate < RUNTIME_FUSED_BASE and static_kernel_op(candidate):
+            return candidate
+    return None
 
 
 def _default_decompose(region: Any, dtypes: Any, **kwargs: Any) -> Any:
@@ -105,18 +132,6 @@ def region_is_splittable(region: Any) -> bool:
     return len({s[0] for s in shapes}) == 1 and all(len(s) == rank for s in shapes[:len(region.operands)])
 
 
-_SPLITTABLE: "weakref.WeakSet[Any]" = weakref.WeakSet()
-_SPLITTABLE_LOCK = threading.Lock()
-
-
-def kernel_is_splittable(kernel: Any) -> bool:
-    """Whether `kernel` was compiled (by a JitCompiler in this process) for
-    dynamic shapes of a splittable region, so it can run in chunks along axis 0.
-    A fact about the compiled code, kept weakly: it dies with the kernel."""
-    with _SPLITTABLE_LOCK:
-        return kernel in _SPLITTABLE
-
-
 def _numel(region: Any) -> int:
     from fusebind.dialect.types import num_elements, shape_of
 
@@ -135,7 +150,8 @@ def _key_of(item: WorkItem) -> str:
 
 @dataclass
 class CompileRecord:
-    """One work item the JIT handled: its adopted id, or why it failed."""
+    """One work item the JIT handled: the id its kernel is bound for (a
+    runtime id, or a static catalog id), or why it failed."""
 
     name: str
     fused_id: int = 0
@@ -157,10 +173,15 @@ class JitCompiler:
     before_compile(name) (tests, progress): runs on the compiling thread
     before each item; block it on an event to hold a fused arm back.
     split_threshold: a splittable region (`region_is_splittable`) with at
-    least this many output elements is compiled for dynamic shapes, so calls
-    can run it in chunks on several threads (`kernel_is_splittable`). This
-    does not depend on the caller's thread count: the kernel is shared by
-    every executor through the table.
+    least this many output elements is compiled for dynamic shapes and bound
+    with caps {CAP_SHAPE_DYNAMIC, CAP_SPLIT_AXIS0}, so calls can run it in
+    chunks on several threads. This does not depend on the caller's thread
+    count: the kernel is shared by every executor through the table.
+
+    Static catalog items (`catalog_id_of`) are always compiled for dynamic
+    shapes (one static key serves every shape) and bound with
+    `bind_catalog_kernel` (caps CAP_SHAPE_DYNAMIC, plus CAP_SPLIT_AXIS0 when
+    the recipe is splittable); their record holds the catalog id.
     """
 
     def __init__(self, backend: str = "cpu", *, background: bool = False, recipes: Any = None,
@@ -225,19 +246,27 @@ class JitCompiler:
         try:
             if self.before_compile is not None:
                 self.before_compile(item.name)
-            dynamic = (self.split_threshold is not None and region_is_splittable(item.region)
-                       and _numel(item.region) >= self.split_threshold)
+            static_id = catalog_id_of(item)
+            splittable = region_is_splittable(item.region)
+            if static_id is not None:
+                dynamic = True
+            else:
+                dynamic = (self.split_threshold is not None and splittable
+                           and _numel(item.region) >= self.split_threshold)
+            caps = ({CAP_SHAPE_DYNAMIC} | ({CAP_SPLIT_AXIS0} if splittable else set())) if dynamic else set()
             run = self._decompose or _default_decompose
             kwargs: dict[str, Any] = {"cache": self._cache} if self._cache is not None else {}
             if dynamic:
                 kwargs["dynamic"] = True
             decomp = run(item.region, list(item.dtypes), **kwargs)
             kernel = decomp.load()
-            fused_id = int(adopt_runtime_fused(item.name or "region", item.region, kernel, item.dtypes,
-                                               self.backend, cost=decomp.cost, recipes=self._recipes))
-            if dynamic:
-                with _SPLITTABLE_LOCK:
-                    _SPLITTABLE.add(kernel)
+            if static_id is not None:
+                bind_catalog_kernel(static_id, item.dtypes, self.backend, kernel, cost=decomp.cost, caps=caps)
+                fused_id = static_id
+            else:
+                fused_id = int(adopt_runtime_fused(item.name or "region", item.region, kernel, item.dtypes,
+                                                   self.backend, cost=decomp.cost, recipes=self._recipes,
+                                                   caps=caps))
             with self._lock:
                 record.dynamic, record.fused_id = dynamic, fused_id
                 self.report.adopted.append(fused_id)

@@ -7,6 +7,10 @@ present; resolved lazily, the first time it must run), the fused arm is its
 kernel under `RuntimeFused(id)`, used when priced and cheaper than arm 0.
 An unpriced arm (UNKNOWN_COST) is skipped, never treated as free.
 
+A fused arm's kernel caps come from its resolved row (`CAP_SPLIT_AXIS0`: it
+may run in chunks; `CAP_SHAPE_DYNAMIC`: it takes any shape, so its Layer-1
+cost is composed again for this region's shapes).
+
 Primitive steps resolve through `compile_one` (`Static(KIND)`); a miss asks
 static_kernels.py to build the kernel, and ops without a generated kernel
 (reshape, broadcast_to, constant: views and constants), or with a signature
@@ -22,6 +26,14 @@ Buffers: outputs of kernel steps that the function does not return are
 allocated once per plan and reused; returned values are fresh arrays per
 call. A plan runs under its own lock (its buffers are shared).
 
+In-place epilogues: a region marked `fused.inplace = array<i64: k, r>`
+(compiler/inplace.py) whose fused arm runs gets operand k's buffer as its
+output r, when that operand is the output buffer of the `prim.matmul` kernel
+step right before it (BLAS writes it; nothing else reads it; same type).
+That buffer follows the policy of result r: reused per plan, or fresh per
+call when the function returns it (the caller owns what it gets back). Not
+in verify mode (arm 0 must read the matmul's values after the fused arm).
+
 Must not: compile fused kernels (jit.py), or validate user input
 (executor.py).
 """
@@ -36,9 +48,17 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fusebind.compiler.cost import UNKNOWN_COST, Cost, MachineModel, cheaper, compose_primitives_cost
+from fusebind.compiler.cost import (
+    UNKNOWN_COST,
+    Cost,
+    MachineModel,
+    cheaper,
+    compose_primitives_cost,
+    compose_region_cost,
+)
 from fusebind.runtime.bindings import BindingTable
 from fusebind.runtime.call import SPLIT_THRESHOLD, KernelCall, split_pool
+from fusebind.runtime.fused_kernels import CAP_SHAPE_DYNAMIC, CAP_SPLIT_AXIS0
 from fusebind.runtime.thunk import ANY_DIM, ThunkCall, ThunkUnavailable
 from fusebind.runtime.resolve import KernelMiss, compile_one, static_attrs
 
@@ -112,6 +132,7 @@ class RegionDecision:
     arm: str  # "fused" or "arm 0"
     reason: str
     splits: int = 1
+    inplace: tuple[int, int] | None = None  # (operand, result) when the fused arm writes in place
 
 
 def _fmt_cost(cost: Cost) -> str:
@@ -141,13 +162,15 @@ class _Builder:
     """Turns one block's ops into steps over a shared environment of slots."""
 
     def __init__(self, table: BindingTable, options: PlanOptions, stats: ArmStats,
-                 fused_ids: Callable[[Any], tuple[int, str]], splittable: Callable[[Any], bool]) -> None:
+                 fused_ids: Callable[[Any], tuple[int, str]]) -> None:
         self.table = table
         self.options = options
         self.stats = stats
         self.fused_ids = fused_ids
-        self.splittable = splittable
         self.slots: dict[Any, int] = {}
+        self.owned: set[int] = set()  # slots holding an output buffer a kernel step allocated
+        self.inplace_regions: dict[Any, tuple[int, int]] = {}  # region -> (operand k, result r)
+        self.inplace_into: dict[Any, Any] = {}  # matmul result -> the region result that will reuse its buffer
         self.stable: set[int] = set()  # slots whose array outlives a call (args, constants, buffers, their views)
         self.returned: set[Any] = set()
         self.notes: list[str] = []
@@ -164,7 +187,7 @@ class _Builder:
     # ------------------------------------------------------------ outputs
     def _out_array(self, value: Any) -> Callable[[], np.ndarray]:
         shape, dtype = _shape(value), _np_dtype(value)
-        if value in self.returned:
+        if value in self.returned or self.inplace_into.get(value) in self.returned:
             return lambda: np.empty(shape, dtype)  # type: ignore[arg-type]
         buf = np.empty(shape, dtype)  # type: ignore[arg-type]
         self.stable.add(self.slot(value))
@@ -223,6 +246,7 @@ class _Builder:
         in_shapes = [_shape(v) for v in op.operands]
         out_shape = _shape(op.results[0])
         alloc = self._out_array(op.results[0])
+        self.owned.add(out)
         large = elementwise and self.options.threads > 1 and int(np.prod(out_shape)) >= SPLIT_THRESHOLD  # type: ignore[arg-type]
         if not large and (not elementwise or all(s == out_shape for s in in_shapes)):
             # Operands described by their own shapes: the thunk makes it one native call.
@@ -264,7 +288,6 @@ class _Builder:
 
     # ------------------------------------------------------------ regions
     def region_step(self, region: Any) -> Step:
-        from fusebind.compiler.cost import compose_region_cost
 
         fused_id, canonical = self.fused_ids(region)
         body = list(region.body.blocks[0].ops)
@@ -311,7 +334,12 @@ class _Builder:
                                                 tuple(d.value for d in node_dtypes(region))))
         if resolved is not None:
             decision.fused_id = resolved.key.fused_id or fused_id
-            decision.fused_cost = fused_cost = resolved.cost
+            fused_cost = resolved.cost
+            if CAP_SHAPE_DYNAMIC in resolved.row.caps and shapes_static and fused_cost.is_known \
+                    and fused_cost.trust == "composed":
+                # compiled for any shape, priced at the shape it was compiled for: price this one
+                fused_cost = compose_region_cost(region, self.options.machine)
+            decision.fused_cost = fused_cost
             if not fused_cost.is_known:
                 decision.reason = "fused arm is unpriced (UNKNOWN_COST): skipped, never treated as free"
             elif not cheaper(fused_cost, arm0_cost):
@@ -319,7 +347,7 @@ class _Builder:
             else:
                 decision.arm = "fused"
                 decision.reason = "fused arm is priced and cheaper than its primitives"
-                call = self._fused_call(region, resolved.kernel)
+                call = self._fused_call(region, resolved.kernel, CAP_SPLIT_AXIS0 in resolved.row.caps)
                 decision.splits = call.chunks
         stats = self.stats
         if call is None:
@@ -338,7 +366,21 @@ class _Builder:
                 if y in self.stable or (y in arg_slots):
                     self.stable.add(r)
             return run0
-        allocs = [self._out_array(v) for v in region.results]
+        inplace = self.inplace_regions.get(region)
+        if inplace is not None and operand_slots[inplace[0]] not in self.owned:
+            inplace = None  # the matmul ran as its numpy reference: its array is not a buffer of this plan
+        allocs: list[Callable[[], np.ndarray] | None] = []
+        for i, v in enumerate(region.results):
+            if inplace is not None and i == inplace[1]:
+                allocs.append(None)
+                if operand_slots[inplace[0]] in self.stable:
+                    self.stable.add(result_slots[i])
+            else:
+                allocs.append(self._out_array(v))
+        if inplace is not None:
+            decision.inplace = inplace
+            decision.reason += f"; in place: result {inplace[1]} written into operand {inplace[0]}'s buffer"
+        src = operand_slots[inplace[0]] if inplace is not None else -1
         kcall = call
         verify = self.options.verify
         if verify:
@@ -346,7 +388,7 @@ class _Builder:
 
         def run_fused(env: Env) -> None:
             t = time.perf_counter()
-            outs = [a() for a in allocs]
+            outs = [env[src] if a is None else a() for a in allocs]
             kcall([env[i] for i in operand_slots], outs)
             for r, v in zip(result_slots, outs):
                 env[r] = v
@@ -358,11 +400,11 @@ class _Builder:
             self.fast_region = (region, kcall.thunk)
         return run_fused
 
-    def _fused_call(self, region: Any, kernel: Any) -> Any:
-        """The call of a fused arm: through its thunk, else ctypes descriptors."""
+    def _fused_call(self, region: Any, kernel: Any, splittable: bool) -> Any:
+        """The call of a fused arm: through its thunk, else ctypes descriptors.
+        `splittable`: the row has CAP_SPLIT_AXIS0."""
         in_shapes = [_shape(v) for v in region.operands]
         out_shapes = [_shape(v) for v in region.results]
-        splittable = self.splittable(kernel)
         try:
             return _ThunkStep(kernel, in_shapes, out_shapes, splittable, self.options.threads)  # type: ignore[arg-type]
         except ThunkUnavailable as exc:
@@ -470,14 +512,43 @@ class Plan:
         return [np.array(o, copy=True) if c else np.asarray(o) for o, c in zip(outs, self.copy_results)]
 
 
+def _inplace_pairs(block: Any, options: PlanOptions) -> dict[Any, tuple[int, int]]:
+    """Regions of `block` whose in-place marker the plan may honour: operand k
+    is a `prim.matmul` result of the same block, read only by the region, of
+    result r's type and a static shape (the marker is re-checked, not trusted)."""
+    from fusebind.compiler.inplace import inplace_of
+    from fusebind.dialect.fused import RegionOp
+    from fusebind.dialect.prim import MatmulOp
+
+    pairs: dict[Any, tuple[int, int]] = {}
+    if options.verify:
+        return pairs
+    for op in block.ops:
+        if not isinstance(op, RegionOp):
+            continue
+        marker = inplace_of(op)
+        if marker is None:
+            continue
+        k, r = marker
+        if not (0 <= k < len(op.operands) and 0 <= r < len(op.results)):
+            continue
+        value = op.operands[k]
+        if not isinstance(value.owner, MatmulOp) or value.owner.parent_block() is not block:
+            continue
+        if len(list(value.uses)) != 1 or value.type != op.results[r].type or _shape(value) is None:
+            continue
+        pairs[op] = (k, r)
+    return pairs
+
+
 def build_plan(func: Any, table: BindingTable, options: PlanOptions, stats: ArmStats,
-               fused_ids: Callable[[Any], tuple[int, str]], splittable: Callable[[Any], bool]) -> Plan:
+               fused_ids: Callable[[Any], tuple[int, str]]) -> Plan:
     """Resolve every node of `func` (a func.func) against `table`."""
     from xdsl.dialects import func as func_d
 
     from fusebind.dialect.fused import RegionOp
 
-    b = _Builder(table, options, stats, fused_ids, splittable)
+    b = _Builder(table, options, stats, fused_ids)
     block = func.body.blocks[0]
     arg_slots = [b.slot(a) for a in block.args]
     b.stable.update(arg_slots)
@@ -485,6 +556,8 @@ def build_plan(func: Any, table: BindingTable, options: PlanOptions, stats: ArmS
     if not isinstance(ret, func_d.ReturnOp):
         raise UnsupportedOperation(f"fusebind: @{func.sym_name.data} does not end in func.return")
     b.returned = set(ret.operands)
+    b.inplace_regions = _inplace_pairs(block, options)
+    b.inplace_into = {region.operands[k]: region.results[r] for region, (k, r) in b.inplace_regions.items()}
     steps: list[Step] = []
     for op in block.ops:
         if op is ret:

@@ -7,6 +7,9 @@ a primitive `prim.<KIND>` through `BindingKey.static(KIND)`, a `fused.region`
 through its runtime arm `BindingKey.runtime_fused(id)` (or, for a static
 catalog id, `BindingKey.static("fused.<name>")`). The lookup is
 dtype-precise: the dtype tuple lists the node's inputs, then its outputs.
+A static catalog key serves every shape, so its rows must also fit the
+region: the kernel's ranks, and its shape caps (`CAP_SHAPE_DYNAMIC` fits any
+shape, `shape_cap(...)` only those shapes; a row without either is trusted).
 
 Must not: compile anything, or write the table (that is static_kernels.py and
 the JIT); it only reads the snapshot it is given.
@@ -21,6 +24,7 @@ from fusebind.compiler.catalog import RUNTIME_FUSED_BASE, static_kernel_op
 from fusebind.compiler.cost import Cost, cheaper
 from fusebind.runtime.bindings import BindingKey, BindingRow, BindingTable
 from fusebind.runtime.dtypes import DType
+from fusebind.runtime.fused_kernels import CAP_SHAPE_DYNAMIC, SHAPE_CAP_PREFIX, shape_cap
 from fusebind.runtime.kernel import Kernel
 
 
@@ -109,6 +113,29 @@ def binding_key_of(node: Any, fused_id: int | None = None) -> BindingKey | None:
     return BindingKey.static(kind)
 
 
+def _node_shapes(node: Any) -> list[tuple[int | None, ...]]:
+    from fusebind.dialect.types import shape_of
+
+    return [tuple(shape_of(v.type)) for v in (*node.operands, *node.results)]
+
+
+def region_row_fits(row: BindingRow, node: Any) -> bool:
+    """Can `row` (under a static catalog key) run this fused.region: the
+    kernel's ranks equal the region's, and its shape caps allow its shapes."""
+    shapes = _node_shapes(node)
+    sig = row.kernel.signature
+    if [r for _, r in (*sig.inputs, *sig.outputs)] != [len(s) for s in shapes]:
+        return False
+    if CAP_SHAPE_DYNAMIC in row.caps:
+        return True
+    exact = [c for c in row.caps if c.startswith(SHAPE_CAP_PREFIX)]
+    if not exact:
+        return True
+    if any(d is None for s in shapes for d in s):
+        return False
+    return shape_cap(shapes) in exact  # type: ignore[arg-type]
+
+
 def _best(rows: tuple[BindingRow, ...]) -> BindingRow:
     """The priced row predicted fastest, else the first registered."""
     best = rows[0]
@@ -134,9 +161,14 @@ def compile_one(node: Any, table: BindingTable, backend: str, *, fused_id: int |
             "or run its arm 0 (the primitives)", None, dtypes, backend)
     rows = table.lookup(key, dtypes, backend)
     want: frozenset[str] = frozenset()
+    shape_filtered = False
     if not key.is_runtime and node.name != "fused.region":
         want = required_caps(node)
         rows = tuple(r for r in rows if want <= r.caps)
+    elif not key.is_runtime and rows:
+        fitting = tuple(r for r in rows if region_row_fits(r, node))
+        shape_filtered = len(fitting) < len(rows)
+        rows = fitting
     if rows:
         return ResolvedKernel(key, dtypes, backend, _best(rows))
     nearby = table.describe_nearby(key, backend)
@@ -144,7 +176,12 @@ def compile_one(node: Any, table: BindingTable, backend: str, *, fused_id: int |
         fix = ("adopt a kernel with adopt_runtime_fused(name, region, kernel, dtypes, backend) "
                "(the JIT does this for regions in its work order), or run the region's arm 0")
     elif node.name == "fused.region":
-        fix = f"bind a kernel under {key!r} for these dtypes, or run the region's arm 0"
+        shapes = ", ".join("x".join("?" if d is None else str(d) for d in s) or "scalar" for s in _node_shapes(node))
+        fits = (f" (the rows bound there do not fit the region's ranks or shapes [{shapes}])"
+                if shape_filtered else "")
+        fix = (f"bind a kernel under {key!r} for these dtypes and shapes{fits} with "
+               "bind_catalog_kernel (the JIT does this for catalog regions in its work order), "
+               "or run the region's arm 0")
     else:
         rank, attrs = static_attrs(node)
         args = "".join(f", {k}={v!r}" for k, v in attrs.items())

@@ -80,8 +80,13 @@ def test_run_json_report_is_structured() -> None:
     # softmax absorbs the score scaling before it, so its region is named after its ops
     assert any({"prim.reduce_max", "prim.exp", "prim.reduce_sum", "prim.div"} <= set(r["op_names"]) for r in rep["regions"])
     for r in rep["regions"]:
-        assert r["fused_id"] >= 65536 and r["ops"] == len(r["op_names"]) and r["arm"] in ("fused", "arm 0")
+        assert r["fused_id"] > 0 and r["ops"] == len(r["op_names"]) and r["arm"] in ("fused", "arm 0")
+    # the exact catalog match keeps its built-in id (the JIT binds Static(fused.layernorm)); synthesized
+    # regions get runtime ids
+    assert {r["fused_id"] for r in rep["regions"] if r["name"] == "layernorm"} == {2}
+    assert all(r["fused_id"] >= 65536 for r in rep["regions"] if r["name"] != "layernorm")
     assert all({"key", "dtypes", "backend", "source"} <= set(k) for k in rep["kernels"])
+    assert any(k["key"] == "Static(fused.layernorm)" for k in rep["kernels"])
     assert rep["check"]["max_rel_error"] <= rep["check"]["tolerance"]
     assert rep["timing"]["repeat"] == 1 and rep["timing"]["numpy"] > 0
 
