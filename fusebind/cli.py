@@ -4,8 +4,9 @@ Subcommands:
 - `fusebind run [FILE | --example NAME]` (the default: `fusebind FILE` means
   `fusebind run FILE`; `fusebind run` alone runs the `transformer` example).
   It parses the program, draws seeded random inputs (dynamic dims from
-  `--dim N` or `--shape NAME=4x8`), specializes the function to those
-  shapes, optimizes and compiles it (progress on stderr, `-q` silences it),
+  `--dim N` or `--shape NAME=4x8`), compiles it with `fusebind.compile` (whose
+  executor specializes dynamic dims to the inputs' shapes, optimizes and
+  compiles; progress on stderr, `-q` silences it),
   runs it, checks it against the reference interpreter
   (`fusebind.dialect.interpret`), times it against the interpreter and,
   for built-in examples, a plain-numpy version, and prints the report
@@ -17,10 +18,10 @@ Exit codes: 0 all checks passed, 1 a check failed, 2 bad input (missing
 file, parse error, unknown entry or example, bad option), 3 an internal
 error (one line; `--traceback` shows it).
 
-Owns: argument parsing, input generation, shape specialization, progress,
-timing. Must not: write the binding table other than by compiling through
-the public API, or swap process-wide streams (it writes to the streams it
-is given).
+Owns: argument parsing, input generation, progress, timing. Shape
+specialization is the executor's (fusebind/runtime/specialize.py). Must not:
+write the binding table other than by compiling through the public API, or
+swap process-wide streams (it writes to the streams it is given).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from typing import Any, Callable, Sequence, TextIO
 
 import numpy as np
 
+from fusebind.compiler.catalog import RUNTIME_FUSED_BASE
 from fusebind.examples_builtin import BUILTIN_EXAMPLES, DEFAULT_EXAMPLE, BuiltinExample, UnknownExampleError, get_example
 
 SUBCOMMANDS = ("run", "examples", "explain")
@@ -200,54 +202,23 @@ def only_entry(module: Any, entry: str) -> Any:
     return out
 
 
-def specialize(module: Any, entry: str, arrays: Sequence[np.ndarray]) -> Any:
-    """A copy of `module` whose `entry` has the static shapes of `arrays`.
+def compile_entry(program: Program, entry: str, arrays: Sequence[np.ndarray],
+                  before_compile: Callable[[str], None]) -> tuple[Any, Any]:
+    """`fusebind.compile` the entry (other functions dropped) and plan it for
+    `arrays`: (compiled function, plan). Shapes that do not fit the
+    function's ops are a CliError."""
+    import fusebind as fb
+    from fusebind.api import ArgumentError
+    from fusebind.dialect import print_module
 
-    Each dynamic value gets the shape its op's numpy reference produces on
-    these inputs, so every region and primitive can compile for static
-    shapes. A fully static function is returned as is.
-    """
-    from xdsl.dialects.builtin import FunctionType
-    from xdsl.rewriter import Rewriter
-
-    from fusebind.dialect.prim_base import PrimOp
-    from fusebind.dialect.types import elem_of, is_static, shape_of, tensor_type
-
-    module = only_entry(module, entry)
-    func = _func(module, entry)
-    block = func.body.blocks[0]
-    values = [*block.args] + [r for op in block.ops for r in op.results]
-    if all(is_static(shape_of(v.type)) for v in values):
-        return module
-    out = module.clone()
-    func = _func(out, entry)
-    block = func.body.blocks[0]
-    env: dict[Any, np.ndarray] = {}
-
-    def bind(value: Any, array: np.ndarray) -> None:
-        if not is_static(shape_of(value.type)):
-            value = Rewriter.replace_value_with_new_type(value, tensor_type(array.shape, elem_of(value.type)))
-        env[value] = array
-
-    for arg, array in zip(list(block.args), arrays):
-        bind(arg, np.asarray(array))
-    for op in list(block.ops):
-        if op.name == "func.return":
-            func.function_type = FunctionType.from_lists([a.type for a in block.args], [v.type for v in op.operands])
-            break
-        if not isinstance(op, PrimOp) or len(op.results) != 1:
-            raise CliError(f"@{entry} has dynamic shapes and holds '{op.name}', which the command cannot specialize; "
-                           "give the function static shapes")
-        ins = [env[v] for v in op.operands]
-        try:
-            result = np.asarray(op.reference(*ins))
-        except (ValueError, TypeError, IndexError) as err:
-            shapes = ", ".join(str(tuple(a.shape)) for a in ins)
-            raise CliError(f"@{entry}: {op.name} cannot run on operand shapes {shapes} ({err}); "
-                           "pick argument shapes that fit each other with --dim / --shape") from None
-        bind(op.results[0], result)
-    out.verify()
-    return out
+    compiled = fb.compile(print_module(only_entry(program.module, entry)), entry=entry,
+                          before_compile=before_compile)
+    try:
+        plan = compiled.executor.plan_for(arrays)
+    except ArgumentError as err:
+        message = str(err).strip().splitlines()[0].removeprefix("fusebind: ")
+        raise CliError(f"{message}; pick argument shapes that fit each other with --dim / --shape") from None
+    return compiled, plan
 
 
 # ----------------------------------------------------------------- timing
@@ -270,8 +241,7 @@ def _outputs(value: Any) -> list[np.ndarray]:
 
 def run_entry(program: Program, entry: str, args: argparse.Namespace, progress: Progress) -> Any:
     """Compile, run, check and time one entry; returns its FunctionReport."""
-    import fusebind as fb
-    from fusebind.dialect import interpret, print_module
+    from fusebind.dialect import interpret
     from fusebind.report import FunctionReport, Timing, check_outputs, kernel_rows, region_rows
     from fusebind.runtime.bindings import global_bindings
 
@@ -286,18 +256,17 @@ def run_entry(program: Program, entry: str, args: argparse.Namespace, progress: 
         arrays = random_inputs(specs, rng)
     inputs = [f"{n}: {elem}[{','.join(map(str, a.shape))}]" for (n, elem, _), a in zip(specs, arrays)]
     progress(f"inputs for @{entry} (seed {args.seed}): {', '.join(inputs)}")
-    static_module = specialize(program.module, entry, arrays)
 
     def on_compile(name: str) -> None:
         progress(f"compile region @{name}: decompose -> linalg -> LLVM IR -> object code")
 
-    progress(f"optimize @{entry}: capability-gated fusion, then compile the work order")
-    compiled = fb.compile(print_module(static_module), entry=entry, before_compile=on_compile)
+    progress(f"optimize @{entry} for these shapes: capability-gated fusion, compile the work order, "
+             "resolve every node in the binding table (static kernels are built on first use)")
+    compiled, plan = compile_entry(program, entry, arrays, on_compile)
     executor = compiled.executor
-    progress("plan: resolve every node in the binding table (static kernels are built on first use)")
-    plan = executor.plan_for(arrays)
     for record in executor.compiler.records.values():
-        status = f"adopted as id {record.fused_id}" if not record.error else f"FAILED ({record.error})"
+        verb = "bound as catalog id" if 0 < record.fused_id < RUNTIME_FUSED_BASE else "adopted as id"
+        status = f"{verb} {record.fused_id}" if not record.error else f"FAILED ({record.error})"
         progress(f"  @{record.name}: {status} in {record.seconds * 1e3:.0f} ms")
     progress(f"run @{entry}")
     outs = _outputs(compiled(*arrays))
@@ -307,7 +276,8 @@ def run_entry(program: Program, entry: str, args: argparse.Namespace, progress: 
     rep.regions = region_rows(plan.decisions)
     rep.rejected = [d.remark().removeprefix("remark: ") for d in executor.decisions if d.verdict != "fused"]
     fused_arm = {d.name: int(d.fused_id) for d in plan.decisions if d.arm == "fused"}
-    rep.kernels = kernel_rows(executor.optimized_func(global_bindings()), global_bindings(),
+    shapes = tuple(tuple(a.shape) for a in arrays)
+    rep.kernels = kernel_rows(executor.optimized_func(global_bindings(), shapes), global_bindings(),
                               executor.options.backend, fused_arm)
     rep.compiles = [f"@{r.name} -> id {r.fused_id} in {r.seconds * 1e3:.0f} ms" if not r.error
                     else f"@{r.name} failed: {r.error}" for r in executor.compiler.records.values()]
@@ -369,9 +339,6 @@ def cmd_examples(args: argparse.Namespace, out: TextIO, progress: Progress) -> i
 
 
 def cmd_explain(args: argparse.Namespace, out: TextIO, progress: Progress) -> int:
-    import fusebind as fb
-    from fusebind.dialect import print_module
-
     program = load_program(args.file, args.example, args.entry)
     ex = program.example
     dim = args.dim if args.dim is not None else (ex.default_dim if ex is not None else DEFAULT_FILE_DIM)
@@ -380,8 +347,7 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, progress: Progress) -> in
         specs = argument_shapes(func, dim, parse_shapes(args.shape))
         arrays = random_inputs(specs, np.random.default_rng(0))
         progress(f"optimize and compile @{entry}")
-        compiled = fb.compile(print_module(specialize(program.module, entry, arrays)), entry=entry,
-                              before_compile=lambda name: progress(f"compile region @{name}"))
+        compiled, _ = compile_entry(program, entry, arrays, lambda name: progress(f"compile region @{name}"))
         out.write(compiled.explain(*arrays) + "\n\n")
         out.write(compiled.optimized(*arrays))
     return EXIT_OK

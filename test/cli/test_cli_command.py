@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fusebind.cli import main, parse_shapes, specialize, CliError
+from fusebind.cli import main, only_entry, parse_shapes, CliError
 from fusebind.examples_builtin import BUILTIN_EXAMPLES, get_example
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,14 +122,23 @@ def test_explain_prints_plan_and_optimized_ir() -> None:
     assert "fusebind plan for 'chain'" in out and "fused.region" in out and "tensor<64xf32>" in out
 
 
-def test_specialize_gives_static_shapes_and_keeps_the_input() -> None:
+def test_dynamic_program_runs_through_the_executors_specialization() -> None:
+    import fusebind.cli as cli
+
+    assert not hasattr(cli, "specialize")  # one specialization: the executor's
+    code, out, _ = run_cli("explain", str(REPO / "examples" / "chain.mlir"), "--entry", "gelu_erf", "--dim", "5", "-q")
+    assert code == 0
+    assert "gelu_erf'(x: float32[5])" in out and "tensor<5xf32>" in out and "tensor<?xf32>" not in out
+    assert "@chain" not in out and "chosen: fused" in out
+
+
+def test_only_entry_drops_other_functions_and_keeps_the_input() -> None:
     from fusebind.dialect import parse_module, print_module
 
     module = parse_module((REPO / "examples" / "chain.mlir").read_text())
     before = print_module(module)
-    out = specialize(module, "gelu_erf", [np.zeros(5, np.float32)])
-    text = print_module(out)
-    assert "tensor<?xf32>" not in text and "tensor<5xf32>" in text and "@chain" not in text
+    text = print_module(only_entry(module, "gelu_erf"))
+    assert "@gelu_erf" in text and "@chain" not in text
     assert print_module(module) == before
 
 
@@ -180,7 +189,9 @@ def test_unknown_example() -> None:
     (["run", "--repeat", "-1"], "--repeat must be >= 0"),
     (["run", "--tol", "-1"], "--tol must be a positive number"),
     (["run", "examples/mlp.mlir", "--example", "mlp"], "not both"),
-    (["run", "--example", "chain", "--shape", "a=3"], "prim.mul cannot run on operand shapes (3,)"),
+    (["run", "--example", "chain", "--shape", "a=3"], "the shapes of the arguments of 'chain' (a: [3], b: [1048576], "
+                                                      "c: [1048576]) do not fit its ops: prim.mul: operand shapes "
+                                                      "(3,), (1048576,) do not broadcast; pick argument shapes"),
     (["run", "--example", "chain", "--shape", "zz=3"], "--shape names no argument of @chain: zz"),
     (["run", "--example", "mlp", "--shape", "x=4x5"], "does not fit argument 'x'"),
     (["run", "examples/mlp.mlir", "--shape", "x=4x5"], "pick it with --entry"),
