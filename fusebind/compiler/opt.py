@@ -12,7 +12,9 @@ input by `// expected-error {{text}}` (same line) or
 `// expected-error @+N {{text}}` / `@-N` (relative line); the text must be a
 substring of the message.
 
-Passes come from the registry in `passes.py` (`register_pass`).
+Passes come from the registry in `passes.py` (`register_pass`). A pass
+whose product is text (`passes.set_text_output`, e.g. LLVM IR) ends the
+pipeline; the driver prints that text instead of the module.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-from fusebind.compiler.passes import DEFAULT_REGISTRY, PassRegistry, PipelineError, register_pass
+from fusebind.compiler.passes import (
+    DEFAULT_REGISTRY,
+    TEXT_OUTPUT_ATTR,
+    PassRegistry,
+    PipelineError,
+    register_pass,
+    take_text_output,
+)
 
 __all__ = ["main", "register_pass", "run_opt"]
 
@@ -78,14 +87,25 @@ def process_chunk(chunk: Chunk, registry: PassRegistry, pipeline: str | None, ge
             passes = registry.parse_pipeline(pipeline)
         except PipelineError as err:
             return "", [Diag(None, None, str(err))]
+        text_by: str | None = None
         for p in passes:
+            if text_by is not None:
+                return "", [Diag(None, None, f"pass '{text_by}' produces text (not IR), so it must end the "
+                                             f"pipeline; '{p.name}' follows it: remove '{p.name}' or move it "
+                                             f"before '{text_by}'")]
             try:
                 p.apply(ctx, module)
             except Exception as err:
                 return "", [Diag(None, None, f"pass '{p.name}' failed: {type(err).__name__}: {err}")]
+            if TEXT_OUTPUT_ATTR in module.attributes:
+                text_by = p.name
+                continue
             after = verify_with_locations(module)
             if after:
                 return "", [Diag(None, None, f"after pass '{p.name}': {d.message}") for d in after]
+        if text_by is not None:
+            text = take_text_output(module) or ""
+            return text if text.endswith("\n") or not text else text + "\n", []
     return print_module(module, generic=generic), []
 
 

@@ -9,6 +9,12 @@ imports, on first use, each module named in `PLUGIN_MODULES`; importing such a
 module must call `register_pass` for its passes. A plugin module that does
 not exist yet is skipped; one that fails to import is reported as a warning
 and skipped. `fusebind-opt --plugin some.module` loads extra ones.
+
+Text products: a pass whose product is not IR (LLVM IR, a report) calls
+`set_text_output(module, text)` instead of writing to stdout; the driver
+then prints that text instead of the module. Such a pass must end the
+pipeline (a pass after it is an error), and the text is taken off the module
+before printing (`take_text_output`), so the IR itself never carries it.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError
@@ -29,6 +35,26 @@ PLUGIN_MODULES: tuple[str, ...] = (
     "fusebind.lowering.opt_passes",
     "fusebind.runtime.opt_passes",
 )
+
+
+#: Discardable attribute on the top-level module: the pipeline's text product.
+TEXT_OUTPUT_ATTR = "fusebind.text_output"
+
+
+def set_text_output(module: ModuleOp, text: str) -> None:
+    """Make `text` the product of the pipeline: `fusebind-opt` prints it
+    instead of the module. A second call appends (several kernels, one text)."""
+    if not isinstance(text, str):
+        raise TypeError(f"set_text_output: text must be a str, got {type(text).__name__}")
+    earlier = module.attributes.get(TEXT_OUTPUT_ATTR)
+    prefix = earlier.data if isinstance(earlier, StringAttr) else ""
+    module.attributes[TEXT_OUTPUT_ATTR] = StringAttr(prefix + text)
+
+
+def take_text_output(module: ModuleOp) -> str | None:
+    """Remove and return the text product of the pipeline, if a pass set one."""
+    attr = module.attributes.pop(TEXT_OUTPUT_ATTR, None)
+    return attr.data if isinstance(attr, StringAttr) else None
 
 
 class PipelineError(Exception):
