@@ -44,7 +44,7 @@ def check_one(data: bytes) -> None:
     out, err = io.StringIO(), io.StringIO()
     code = run_opt(["-"], io.StringIO(text), out, err)
     diagnostics = err.getvalue()
-    if code not in (0, 1) or "Traceback" in diagnostics or "internal error" in diagnostics:
+    if code not in (0, 1) or "Traceback (most recent call last)" in diagnostics or "internal error" in diagnostics:
         raise RuntimeError(f"fusebind-opt broke its contract (exit {code}): {diagnostics[:500]}")
 
 

@@ -131,7 +131,7 @@ def check_front_door(text: str) -> str:
             assert print_module(again, generic=generic) == printed, "print -> parse -> print is not stable"
     code, out, err = opt_run(["-"], text)
     assert code in (0, 1), f"fusebind-opt exit code {code}"
-    assert "Traceback" not in err and "internal error" not in err, err
+    assert "Traceback (most recent call last)" not in err and "internal error" not in err, err
     if code == 1:
         assert "error:" in err and out == "", (out, err)
     else:

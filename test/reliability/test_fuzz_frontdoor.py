@@ -274,7 +274,7 @@ def test_real_fusebind_opt_process_never_prints_a_traceback(name: str) -> None:
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "fusebind.compiler.opt"]
     proc = subprocess.run(cmd, input=text.encode("utf-8", "surrogatepass"), capture_output=True, timeout=120)
     err = proc.stderr.decode(errors="replace")
-    assert "Traceback" not in err and "internal error" not in err, err
+    assert "Traceback (most recent call last)" not in err and "internal error" not in err, err
     if name == "valid":
         assert proc.returncode == 0, err
     else:
