@@ -511,7 +511,7 @@ def _emit(region_or_func: Any, name: str, dynamic: bool, strided: bool,
     terminator = block.last_op
     plan = rw.plan_rows(block) if rowwise else "row-wise emission off"
     if isinstance(plan, rw.RowPlan):
-        outputs, tail = _emit_rows(em, block, values, plan, dynamic)
+        outputs, tail = _emit_rows(em, block, values, plan, dynamic, strided)
     else:
         for op in block.ops:
             if op is terminator:
@@ -570,7 +570,7 @@ def _is_row_division(op: Any, args: list[_Value]) -> bool:
 
 
 def _emit_rows(em: _Emitter, block: Any, values: dict[Any, _Value], plan: Any,
-               dynamic: bool) -> tuple[list[TensorSpec], list[str]]:
+               dynamic: bool, strided: bool = False) -> tuple[list[TensorSpec], list[str]]:
     """Row-wise form (see rowwise.py): a loop nest over the leading dims, the chain on one row."""
     from fusebind.lowering import rowwise as rw
 
@@ -578,6 +578,13 @@ def _emit_rows(em: _Emitter, block: Any, values: dict[Any, _Value], plan: Any,
     first_row = next(values[a] for a in block.args if plan.tags[a] == rw.ROW)
     batch: list[Dim] = list(first_row.shape[: plan.lead])
     ivs = rw.open_loops(em, plan, batch)
+    if not strided:
+        for i, a in enumerate(block.args):
+            if plan.tags[a] == rw.ROW:
+                v = values[a]
+                spec = TensorSpec(v.elem, tuple(d if isinstance(d, int) else None for d in v.shape))
+                em.lines.extend(rw.prefetch_next_row(em, plan, ivs, f"%in{i}", _mtype(spec, False),
+                                                     storage(v.elem), v.shape))
     views_at = len(em.lines)
     row_values: dict[Any, _Value] = {}
     for a in block.args:

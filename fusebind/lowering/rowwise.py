@@ -5,7 +5,9 @@ Owns: `plan_rows` (decides whether a block is row-wise and tags every value)
 and `emit_row_loop` (the `scf.for` nest over the leading dims, the row slices
 of the inputs, the per-row chain through the ordinary `_Emitter`, and the
 in-place write of each result row into a subview of its output memref).
-A row is read from memory once and written once; row-sized intermediates are
+A row is read from memory once and written once (`prefetch_next_row` asks for
+the next row's lines while this one computes: a 4 KiB row is one page, and the
+hardware streamers stop at page ends); row-sized intermediates are
 hoisted out of the loop and promoted to the stack by the pass pipeline
 (`buffer-loop-hoisting`, `promote-buffers-to-stack`), never malloc'd per row.
 
@@ -14,6 +16,7 @@ row, leading dims dropped); `rowscalar` = a reduction without keepdims (one
 value per row: rank 0 in the loop); `bcast` = does not vary over rows (rank
 <= R-L, or rank R with leading dims 1), used whole in every row.
 Must not: import `mlir`; change what non-row regions emit (they never come here).
+Owns also: `prefetch_next_row`.
 """
 
 from __future__ import annotations
@@ -177,3 +180,52 @@ def out_row(em: Any, k: int, full_shape: Sequence[Any], memref_shape: Sequence[i
     line = (f"{name} = memref.subview %out{k}[{', '.join(offsets)}] [{', '.join(sizes)}] "
             f"[{', '.join(['1'] * len(full_shape))}] : {out_mtype} to {view_t}")
     return name, view_t, [line]
+
+
+_ELEM_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
+CACHE_LINE = 64
+# How far ahead to prefetch. Softmax 4096x1024 f32, interleaved mins (bench/RESULTS.md):
+# quiet host: 1 row (4 KiB) ahead 1.37-1.41x SOL, 2 rows 1.42-1.46x, none 1.43-1.72x;
+# with the other core busy: 1 row 1.71x, none 3.2x.
+PREFETCH_AHEAD_BYTES = 4096
+
+
+def prefetch_next_row(em: Any, plan: RowPlan, ivs: list[str], memref: str, mtype: str, elem: str,
+                      shape: Sequence[Any]) -> list[str]:
+    """Lines that prefetch (into L1) a row ahead of the current one of the identity-layout input `memref`.
+
+    The row is the same slice `PREFETCH_AHEAD_BYTES` further along the innermost leading dim
+    (at least one row, one when the row size is dynamic; clamped to the last row; earlier
+    leading dims unchanged). One `memref.prefetch` per cache line, in an
+    `scf.for` over the trailing dims. Empty when the input does not vary along that dim or its
+    element size is unknown. `shape`: dims as ints or SSA index names.
+    """
+    kinds = plan.slice_kinds([d if isinstance(d, int) else None for d in shape])
+    nbytes = _ELEM_BYTES.get(elem)
+    if nbytes is None or kinds[-1] != "iv" or len(shape) <= plan.lead:
+        return []
+    bound = shape[plan.lead - 1]
+    if isinstance(bound, int) and bound <= 1:
+        return []
+    lines: list[str] = []
+    nxt, last, clamped = em.fresh("pn"), em.fresh("pl"), em.fresh("pc")
+    bound_name = em.index(bound) if isinstance(bound, int) else bound
+    trailing = list(shape[plan.lead:])
+    row_bytes = nbytes
+    for d in trailing:
+        row_bytes = row_bytes * d if isinstance(d, int) and row_bytes is not None else None
+    ahead = 1 if row_bytes is None else max(1, -(-PREFETCH_AHEAD_BYTES // max(row_bytes, 1)))
+    lines.append(f"{nxt} = arith.addi {ivs[-1]}, {em.index(ahead)} : index")
+    lines.append(f"{last} = arith.subi {bound_name}, {em.index(1)} : index")
+    lines.append(f"{clamped} = arith.minui {nxt}, {last} : index")
+    lead_idx = [iv if k == "iv" else em.index(0) for k, iv in zip(kinds[:-1], ivs[:-1])] + [clamped]
+    inner: list[str] = []
+    for depth, d in enumerate(trailing):
+        iv = em.fresh("pj")
+        step = max(1, CACHE_LINE // nbytes) if depth == len(trailing) - 1 else 1
+        size = em.index(d) if isinstance(d, int) else d
+        lines.append(f"scf.for {iv} = {em.index(0)} to {size} step {em.index(step)} {{")
+        inner.append(iv)
+    lines.append(f"memref.prefetch {memref}[{', '.join(lead_idx + inner)}], read, locality<3>, data : {mtype}")
+    lines.extend("}" for _ in trailing)
+    return lines

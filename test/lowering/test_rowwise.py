@@ -176,3 +176,44 @@ def test_row_kernel_ir_is_vectorized_without_malloc() -> None:
         assert "<16 x float>" in ir
     else:
         pytest.skip("host has no AVX-512: the 512-bit check does not apply")
+
+
+def _emitted(text: str, **kw: object) -> str:
+    fm = default_fastmath()
+    func = next(iter(parse_module(text).ops))
+    return emit_linalg(func, "k", fastmath=fm[0], fastmath_defs=fm[1], **kw).text  # type: ignore[arg-type]
+
+
+def _prefetch_ahead(text: str) -> list[str]:
+    """The constant added to the row index before each prefetch (one per prefetched input)."""
+    import re
+
+    consts = dict(re.findall(r"(%idx\w+) = arith.constant (\d+) : index", text))
+    return [consts[c] for c in re.findall(r"%pn\w+ = arith.addi %i\w+, (%idx\w+) : index", text)]
+
+
+def test_row_loop_prefetches_the_next_rows_of_row_inputs_only() -> None:
+    from fusebind.lowering.rowwise import PREFETCH_AHEAD_BYTES
+
+    text = _emitted(softmax(64, 1024))  # 4 KiB rows
+    assert text.count("memref.prefetch %in0[") == 1
+    assert _prefetch_ahead(text) == [str(max(1, PREFETCH_AHEAD_BYTES // 4096))]
+    assert "step %idx16 {" in text  # one prefetch per 64-byte line of f32
+    short = _emitted(softmax(64, 16))  # 64-byte rows: several rows ahead
+    assert _prefetch_ahead(short) == [str(-(-PREFETCH_AHEAD_BYTES // 64))]
+    ln = _emitted(layernorm_affine(8, 256))  # %w and %b are the same in every row: not prefetched
+    assert "memref.prefetch %in0[" in ln and "memref.prefetch %in1" not in ln and "memref.prefetch %in2" not in ln
+    assert _prefetch_ahead(_emitted(softmax(8, 256), dynamic=True)) == ["1"]
+    assert "memref.prefetch" not in _emitted(softmax(8, 256), strided_inputs=True)  # rows may not be contiguous
+    assert "memref.prefetch" not in _emitted(softmax(1, 256))  # one row: nothing ahead
+
+
+def test_row_kernel_keeps_the_prefetch_after_o3() -> None:
+    from fusebind.lowering.codegen import optimized_ir
+    from fusebind.lowering.pipeline import run_upstream_pipeline, translate_to_llvm_ir
+
+    fm = default_fastmath()
+    func = next(iter(parse_module(softmax(64, 1024)).ops))
+    emitted = emit_linalg(func, "sm", fastmath=fm[0], fastmath_defs=fm[1])
+    ir = optimized_ir(translate_to_llvm_ir(run_upstream_pipeline(emitted.text)), emitted.entry)
+    assert "call void @llvm.prefetch" in ir
