@@ -268,8 +268,25 @@ WRITER = textwrap.dedent("""
 
 
 def test_a_writer_killed_mid_write_never_leaves_a_visible_partial_entry(tmp_path: Path) -> None:
+    import threading
+
     rng = np.random.default_rng(1)
     kills = scaled(8, 100)
+    stop = threading.Event()
+    seen = {"complete": 0, "partial": 0}
+
+    def reader() -> None:  # reads while writers write and die: old, new or nothing, never partial
+        while not stop.is_set():
+            for path in tmp_path.glob("key*.o"):
+                try:
+                    data = path.read_bytes()
+                except OSError:
+                    continue
+                seen["complete" if _decode(data) is not None else "partial"] += 1
+            time.sleep(0.002)  # leave the GIL to the test thread spawning writers
+
+    watcher = threading.Thread(target=reader, daemon=True)
+    watcher.start()
     for _ in range(kills):
         proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], stdout=subprocess.PIPE)
         assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
@@ -277,6 +294,10 @@ def test_a_writer_killed_mid_write_never_leaves_a_visible_partial_entry(tmp_path
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
         assert_cache_consistent(tmp_path)
+    stop.set()
+    watcher.join(30)
+    assert seen["partial"] == 0, f"a concurrent reader saw {seen['partial']} partial entries"
+    assert seen["complete"] > 0, "the concurrent reader never saw an entry"
     entries = sorted(p.name for p in tmp_path.glob("key*.o"))
     assert entries, "the writer never completed one entry; raise the sleep range"
     cache = ObjectCache(tmp_path)
