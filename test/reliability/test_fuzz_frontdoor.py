@@ -5,7 +5,8 @@ The contract (`check_front_door` in conftest.py): every input ends in success
 (and then print -> parse -> print is stable, custom and generic) or in a
 `FusebindIRError` subclass; the driver exits 0, or 1 with an `error:`
 diagnostic and never a traceback. The regression corpus (corpus/) is replayed
-on every run. Phase 2 adds `fb.compile` to `FRONT_DOORS` below.
+on every run; the recipe door (`prepare_recipe` on text) is fuzzed too.
+Phase 2 adds `fb.compile` as one more door in `check_front_door` (conftest.py).
 """
 
 from __future__ import annotations
@@ -359,3 +360,51 @@ def test_atheris_harness_runs_bounded_without_crashes(tmp_path: Path) -> None:
     crashes = sorted(p.name for p in tmp_path.glob("crash-*")) + sorted(p.name for p in tmp_path.glob("timeout-*"))
     assert proc.returncode == 0 and not crashes, (crashes, proc.stderr[-3000:])
     assert "Done" in proc.stderr and " runs in " in proc.stderr
+
+
+# --------------------------------------------------------------------------- the recipe door (text -> recipe)
+
+REGION_SEEDS = [t for t in ALL_SEEDS if "fused.region" in t] or ALL_SEEDS
+
+
+def recipe_door(text: str) -> str:
+    """`prepare_recipe` takes region text from users (adopt_runtime_fused accepts it):
+    it must succeed or raise a RecipeError, nothing else."""
+    from fusebind.compiler.recipes import RecipeError, prepare_recipe
+
+    try:
+        prepare_recipe("fuzzed", text)
+        return "ok"
+    except RecipeError as err:
+        assert str(err)
+        return type(err).__name__
+
+
+RECIPE_BUG = ("BUG: prepare_recipe lets raw xDSL exceptions escape (ParseError from the lexer, RecursionError, "
+              "OverflowError, VerifyException) instead of RecipeError; see docs/RELIABILITY.md")
+
+
+@pytest.mark.xfail(strict=True, reason=RECIPE_BUG)
+@FUZZ
+@given(st.sampled_from(REGION_SEEDS), st.data())
+def test_recipe_text_truncations_end_in_a_recipe_error(text: str, data: st.DataObject) -> None:
+    cut = data.draw(st.integers(0, len(text)))
+    assume(not has_long_unterminated_string(text[:cut]))
+    recipe_door(text[:cut])
+
+
+@pytest.mark.xfail(strict=True, reason=RECIPE_BUG)
+@pytest.mark.parametrize("name", ["deep-nesting.mlir", "huge-dim-constant.mlir", "fused-id-overflow.mlir"])
+def test_recipe_text_from_the_corpus_ends_in_a_recipe_error(name: str) -> None:
+    path = Path(__file__).parent / "corpus" / name
+    assert recipe_door(path.read_text()) != "ok"
+
+
+@pytest.mark.xfail(strict=True, reason=RECIPE_BUG)
+def test_recipe_text_with_an_open_string_at_the_start_is_a_recipe_error() -> None:
+    assert recipe_door('"') == "RecipeParseError"
+
+
+def test_recipe_text_that_is_not_a_region_is_a_recipe_error() -> None:
+    assert recipe_door("") == "RecipeParseError"
+    assert recipe_door("func.func @f() {\n  func.return\n}\n") == "RecipeParseError"
