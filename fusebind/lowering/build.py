@@ -30,7 +30,10 @@ class BuiltObject:
 
 
 def default_fastmath() -> tuple[Callable[[str, str], str | None], Callable[[Iterable[tuple[str, str]]], str]] | None:
-    """(name-of, definitions) from `fastmath.py`, or None if it is not importable."""
+    """(name-of, definitions) from `fastmath.py`, or None if it is not importable.
+
+    The definitions use `llvm.intr.ldexp` on AVX-512 hosts (asks llvmlite for the host once).
+    """
     try:
         from fusebind.lowering import fastmath
     except ImportError:
@@ -41,7 +44,14 @@ def default_fastmath() -> tuple[Callable[[str, str], str | None], Callable[[Iter
             return fastmath.function_name(fn, elem)
         return None
 
-    return name_of, fastmath.definitions
+    from fusebind.lowering.codegen import host_target
+
+    ldexp = host_target().has_avx512  # one vscalefps per exp (fastmath.definitions)
+
+    def definitions(needed: Iterable[tuple[str, str]]) -> str:
+        return fastmath.definitions(needed, ldexp=ldexp)
+
+    return name_of, definitions
 
 
 def target_key_parts() -> dict[str, Any]:

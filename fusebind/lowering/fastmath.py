@@ -82,16 +82,20 @@ def function_name(fn: str, elem: str) -> str:
     return f"__fb_{fn}_{elem}"
 
 
-def definitions(needed: Iterable[tuple[str, str]]) -> str:
+def definitions(needed: Iterable[tuple[str, str]], *, ldexp: bool = False) -> str:
     """MLIR text of the ``func.func private`` definitions for each (fn, elem).
 
     Duplicates are emitted once, in a stable (sorted) order, so the text is a
     deterministic function of the set asked for (it feeds the object cache key).
+    ``ldexp=True``: f32 exp (and sigmoid, erf, which use it) scale by ``2**n`` with
+    ``llvm.intr.ldexp``, one ``vscalefps`` on AVX-512 hosts instead of eight integer
+    and multiply ops; without AVX-512 LLVM makes it a libm call per lane, so the
+    lowering asks for it only on AVX-512 hosts (``build.default_fastmath``).
     """
     wanted = sorted(set(needed))
     for fn, elem in wanted:
         _check(fn, elem)
-    return "".join(_define(fn, elem) for fn, elem in wanted)
+    return "".join(_define(fn, elem, ldexp) for fn, elem in wanted)
 
 
 def _check(fn: str, elem: str) -> None:
@@ -184,8 +188,9 @@ def _split_ln2(fmt: _Format, zero_bits: int) -> tuple[float, float]:
 class _Body:
     """Accumulates the SSA lines of one scalar function body."""
 
-    def __init__(self, fmt: _Format) -> None:
+    def __init__(self, fmt: _Format, ldexp: bool = False) -> None:
         self.fmt = fmt
+        self.ldexp = ldexp  # scale by 2**n with llvm.intr.ldexp (see `definitions`)
         self.lines: list[str] = []
         self._n = 0
         self._consts: dict[tuple[str, str], str] = {}
@@ -364,7 +369,10 @@ def _exp_value(b: _Body, x: str) -> str:
     r = b.fma(neg_n, b.f(hi_ln2), xc)
     r = b.fma(neg_n, b.f(lo_ln2), r)
     u = b.fma(b.mul(r, r), b.horner(r, list(_EXP_P_F32)), r)
-    return _scale(b, b.add(u, b.f(1.0)), n)
+    y = b.add(u, b.f(1.0))
+    if b.ldexp:  # one vscalefps on AVX-512 (rounds a denormal result once, overflows to inf)
+        return b._new(f"llvm.intr.ldexp({y}, {n}) : (f32, i32) -> f32")
+    return _scale(b, y, n)
 
 
 def _expm1_value(b: _Body, x: str) -> str:
@@ -552,8 +560,8 @@ _BODIES = {
 }
 
 
-def _define(fn: str, elem: str) -> str:
-    b = _Body(_Format(elem))
+def _define(fn: str, elem: str, ldexp: bool = False) -> str:
+    b = _Body(_Format(elem), ldexp)
     result = _BODIES[fn](b, "%x")
     body = "\n".join(b.lines)
     return (

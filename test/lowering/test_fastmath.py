@@ -26,7 +26,14 @@ from fusebind.lowering import fastmath
 ENTRY = "_mlir_ciface_kernel"
 
 
-def kernel_text(fn: str, elem: str) -> str:
+def host_ldexp() -> bool:
+    """What the lowering chooses (build.default_fastmath): ldexp scaling on AVX-512 hosts."""
+    from fusebind.lowering.codegen import host_target
+
+    return host_target().has_avx512
+
+
+def kernel_text(fn: str, elem: str, ldexp: bool = False) -> str:
     """A module: out[i] = fn(in[i]) as a linalg.generic calling the fast-math func."""
     name = fastmath.function_name(fn, elem)
     mem = f"memref<?x{elem}>"
@@ -41,7 +48,7 @@ module {{
     }}
     return
   }}
-{fastmath.definitions([(fn, elem)])}}}
+{fastmath.definitions([(fn, elem)], ldexp=ldexp)}}}
 """
 
 
@@ -59,11 +66,11 @@ class Kernel:
     """out = fn(in), built by the lowering's own path (compile_text, O3 for the
     host) and linked by the runtime loader; keeps its code alive."""
 
-    def __init__(self, fn: str, elem: str) -> None:
+    def __init__(self, fn: str, elem: str, ldexp: bool = False) -> None:
         from fusebind.lowering import compile_text
         from fusebind.runtime.loader import load_object
 
-        self.text = kernel_text(fn, elem)
+        self.text = kernel_text(fn, elem, ldexp)
         self._code = load_object(compile_text(self.text, ENTRY), ENTRY)
         proto = ctypes.CFUNCTYPE(None, ctypes.POINTER(_Descriptor), ctypes.POINTER(_Descriptor))
         self._call = proto(self._code.address)
@@ -86,13 +93,15 @@ class Kernel:
         return out
 
 
-_KERNELS: dict[tuple[str, str], Kernel] = {}
+_KERNELS: dict[tuple[str, str, bool], Kernel] = {}
 
 
-def kernel(fn: str, elem: str) -> Kernel:
-    if (fn, elem) not in _KERNELS:
-        _KERNELS[(fn, elem)] = Kernel(fn, elem)
-    return _KERNELS[(fn, elem)]
+def kernel(fn: str, elem: str, ldexp: bool | None = None) -> Kernel:
+    """The kernel of fn on elem; ldexp=None: as the lowering builds it on this host."""
+    key = (fn, elem, host_ldexp() if ldexp is None else ldexp)
+    if key not in _KERNELS:
+        _KERNELS[key] = Kernel(*key)
+    return _KERNELS[key]
 
 
 def ulp_error(got: np.ndarray, ref: np.ndarray, dtype: type) -> np.ndarray:
@@ -283,3 +292,27 @@ def test_distance_to_numpy_float32(fn: str) -> None:
         numpy_err = ulp_error(numpy_f32, reference(fn, x), np.float32).max()
     dist = ulp_error(kernel(fn, "f32")(x), numpy_f32.astype(np.float64), np.float32).max()
     assert dist <= fastmath.ULP_BOUNDS[(fn, "f32")] + numpy_err + 0.5
+
+
+@pytest.mark.parametrize("ldexp", [False, True], ids=["two-step-scale", "ldexp-scale"])
+@pytest.mark.parametrize("fn", ["exp", "sigmoid", "erf"])
+def test_both_exp_scalings_meet_bounds_and_edges(fn: str, ldexp: bool) -> None:
+    """f32 exp scales by 2**n with llvm.intr.ldexp on AVX-512 hosts, with integer ops elsewhere:
+    both forms keep the bound, the edge values and the overflow / underflow boundaries."""
+    if ldexp and not host_ldexp():
+        pytest.skip("host has no AVX-512: ldexp would be a libm call per lane, the lowering does not use it")
+    k = kernel(fn, "f32", ldexp)
+    assert ("llvm.intr.ldexp" in k.text) == ldexp
+    x = sweep(fn, np.float32, seed=5)
+    err = ulp_error(k(x), reference(fn, x), np.float32)
+    assert err.max() <= fastmath.ULP_BOUNDS[(fn, "f32")], f"{err.max():.3f} at {x[int(np.argmax(err))]!r}"
+    xs = np.array([x for x, _ in EDGES[fn]] + [NAN], np.float32)
+    want = np.array([y for _, y in EDGES[fn]] + [NAN], np.float32)
+    np.testing.assert_array_equal(k(xs), want)
+    if fn == "exp":
+        info = np.finfo(np.float32)
+        x_den = np.log(np.asarray(info.smallest_subnormal, LD)).astype(np.float32)
+        xs = np.linspace(x_den - 1, np.log(LD(info.tiny)).astype(np.float32), 2001).astype(np.float32)
+        got = k(xs)
+        assert ulp_error(got, reference("exp", xs), np.float32).max() <= fastmath.ULP_BOUNDS[("exp", "f32")]
+        assert got[0] == 0.0 and (got[1:] > 0).any() and (got < info.tiny).any()
