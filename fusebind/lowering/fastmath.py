@@ -375,21 +375,28 @@ def _exp_value(b: _Body, x: str) -> str:
     return _scale(b, y, n)
 
 
-def _expm1_value(b: _Body, x: str) -> str:
-    """expm1(x) for any non-NaN x, except that x == -0.0 may give +0.0."""
+def _expm1_value(b: _Body, x: str, nonpositive: bool = False) -> str:
+    """expm1(x) for any non-NaN x, except that x == -0.0 may give +0.0.
+
+    ``nonpositive``: the caller guarantees x <= 0 (tanh's -2|x|), so n <= 0 and
+    the large-n path (ten ops) is not emitted.
+    """
     fmt = b.fmt
     _, hi = _EXP_LIMITS[fmt.elem]
-    xc = b.minnum(b.maxnum(x, b.f(_EXPM1_LOW[fmt.elem])), b.f(hi))
+    lo = b.maxnum(x, b.f(_EXPM1_LOW[fmt.elem]))
+    xc = lo if nonpositive else b.minnum(lo, b.f(hi))
     n, u = _exp_reduce(b, xc)
-    # Large n: expm1 = exp - 1, the -1 is below or at one rounding of exp.
-    big = _scale(b, b.add(u, b.f(1.0)), n)
-    big = b.sub(big, b.f(1.0))
     # Moderate n: 2**n * (u + (1 - 2**-n)); 1 - 2**-n is exact for |n| <= mant+1.
     limit = fmt.mant + 1
-    nc = b._new(f"arith.minsi {n}, {b.i(limit)} : {fmt.int_t}")
+    nc = n if nonpositive else b._new(f"arith.minsi {n}, {b.i(limit)} : {fmt.int_t}")
     neg_nc = b.iop("subi", b.i(0), nc)
     mid = b.add(u, b.sub(b.f(1.0), b.pow2(neg_nc)))
     mid = b.mul(mid, b.pow2(nc))
+    if nonpositive:
+        return mid
+    # Large n: expm1 = exp - 1, the -1 is below or at one rounding of exp.
+    big = _scale(b, b.add(u, b.f(1.0)), n)
+    big = b.sub(big, b.f(1.0))
     is_big = b._new(f"arith.cmpi sgt, {n}, {b.i(limit)} : {fmt.int_t}")
     return b.select(is_big, big, mid)
 
@@ -470,7 +477,7 @@ def _body_log(b: _Body, x: str) -> str:
 
 def _body_tanh(b: _Body, x: str) -> str:
     a = b.abs(x)
-    em = _expm1_value(b, b.mul(a, b.f(-2.0)))
+    em = _expm1_value(b, b.mul(a, b.f(-2.0)), nonpositive=True)
     t = b.div(b.neg(em), b.add(em, b.f(2.0)))
     return b.nan_passthrough(x, b.copysign(t, x))
 
