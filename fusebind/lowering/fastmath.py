@@ -459,7 +459,9 @@ def _body_log(b: _Body, x: str) -> str:
         # NaN (payload kept); only ±0 needs its own select (-inf). 6 ops, not 8.
         inf = float("inf")
         special = b.select(b.cmp("oeq", x, b.f(0.0)), b.f(-inf), b.fma(x, b.f(inf), b.f(inf)))
-        inside = b._new(f"arith.andi {b.cmp('ogt', x, b.f(0.0))}, {b.cmp('olt', x, b.f(inf))} : i1")
+        # 0 < x < inf (denormals included) as one unsigned compare: bits(x) - 1 < bits(max finite)
+        below = b.iop("subi", b.bits(x), b.i(1))
+        inside = b._new(f"arith.cmpi ult, {below}, {b.i(0x7F7FFFFF)} : i32")
         return b.select(inside, res, special)
     else:
         s = b.div(f, b.add(f, b.f(2.0)))
