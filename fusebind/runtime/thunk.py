@@ -197,12 +197,17 @@ class CallThunk:
     method_def: Any
     keepalive: Any
 
-    def bind(self, ctx: np.ndarray) -> Any:
-        """A builtin function running this thunk with context block `ctx`."""
+    def bind(self, ctx: np.ndarray, keepalive: Any) -> Any:
+        """A builtin function running this thunk with context block `ctx`.
+
+        `keepalive` (the kernel whose address `ctx` holds) becomes the
+        function's `m_module` slot, which CPython keeps a reference to: the
+        builtin alone keeps the kernel's code alive, so calling it after every
+        other reference is gone can never jump into freed code."""
         new = ctypes.pythonapi.PyCFunction_NewEx
         new.restype = ctypes.py_object
         new.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.py_object]
-        return new(ctypes.addressof(self.method_def), ctx, None)
+        return new(ctypes.addressof(self.method_def), ctx, keepalive)
 
 
 def _thunk_object(signature: KernelSignature) -> bytes:
@@ -280,8 +285,8 @@ class ThunkCall:
                      np.array([kernel.address, id(np.ndarray), 1, *dims], dtype=np.int64))
         for c in self._ctx:
             c.flags.writeable = False
-        self.function = thunk.bind(self._ctx[0])
-        self.released = thunk.bind(self._ctx[1])
+        self.function = thunk.bind(self._ctx[0], kernel)
+        self.released = thunk.bind(self._ctx[1], kernel)
 
 
 __all__ = ["ANY_DIM", "CallThunk", "ThunkCall", "ThunkUnavailable", "thunk_for", "thunk_ir"]

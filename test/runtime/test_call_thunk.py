@@ -107,3 +107,26 @@ def test_ir_has_one_kernel_call_and_both_gil_paths(kernel) -> None:
     text = thunk_ir(kernel.signature)
     assert text.count("call void %kfn(") == 2  # with and without the GIL
     assert "@PyEval_SaveThread" in text and "@Py_IncRef" in text
+
+
+def test_the_builtin_alone_keeps_its_kernel_alive(tmp_path) -> None:
+    """Regression: holding only `ThunkCall.function` once let the kernel's code be
+    freed, and the next call jumped into unmapped memory (segfault)."""
+    import gc
+    import weakref
+
+    from fusebind.lowering import ObjectCache, decompose_region
+
+    region = next(iter(next(iter(parse_module(FMA).ops)).body.blocks[0].ops))
+    kernel = decompose_region(region, ["f32", "f32", "f32"], cache=ObjectCache(tmp_path)).load()
+    alive = weakref.ref(kernel)
+    fn = ThunkCall(kernel, [(4, 8), (8,), (4, 8)]).function
+    del kernel
+    gc.collect()
+    assert alive() is not None, "the builtin must hold a reference to its kernel"
+    out = np.empty((4, 8), np.float32)
+    assert fn(A, B, out) is out
+    np.testing.assert_allclose(out, A * B + B, rtol=1e-6)
+    del fn
+    gc.collect()
+    assert alive() is None, "dropping the builtin releases the kernel"
