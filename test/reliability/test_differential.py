@@ -1,0 +1,546 @@
+"""Differential testing of the whole pipeline: random prim graphs run three ways.
+
+Each case is a small graph (elementwise chains, broadcasts against rows,
+columns and scalar constants, reductions with keepdims, a matmul head,
+compare/select, casts; f32, f64, i32, i64) printed as MLIR text and run by:
+1. the reference interpreter (`fusebind.dialect.interpret`),
+2. arm 0: `fb.compile(text, optimize=False)` (primitive kernels only),
+3. the fused arm: `fb.compile(text)` (synchronous JIT, fused kernels).
+
+Agreement: integers exactly; floats within an error bound propagated op by op
+through the graph at the actual intermediate values (first-order: each input
+error times the op's derivative, plus the op's own rounding: 1 ULP for basic
+ops, the FASTMATH.md bound + numpy's own for transcendentals, n·eps·Σ|x| for
+a reduction over n and K·eps·Σ|a||b| for a matmul). NaN / inf positions must
+match exactly. Graph ops are "safe" forms (exp(-|x|), log(|x|+1),
+x/(|y|+1)...) so the bound is meaningful; compares read arguments only (a
+1-ULP difference must not flip a branch).
+
+Compile cost: the pooled test draws from a small fixed set of structures x
+shapes (kernels are shared through the table and the object cache) and
+varies the values widely; the free test lets hypothesis draw (and shrink) the
+structure. A failure prints the module text and value seed; add it to
+`corpus/differential/` (`// case: {json}` header, then the module) and
+`test_differential_corpus_replays` keeps it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import LONG, scaled
+
+CORPUS = Path(__file__).resolve().parent / "corpus" / "differential"
+FLOATS = ("f32", "f64")
+INTS = ("i32", "i64")
+NP = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "i1": np.bool_}
+#: ULPs charged for one transcendental: FASTMATH.md bound (<= 4) + numpy's own (<= 3) + 1.
+TRANSCENDENTAL_ULP = 8.0
+#: safety factor on the propagated first-order bound (second-order terms, tie rounding)
+SAFETY = 4.0
+
+
+# --------------------------------------------------------------------------- graphs
+
+
+@dataclass
+class Graph:
+    """A prim graph as data: arguments, then ops each appending one value.
+
+    values[i] = (elem, shape). An op is (kind, operand indices, attrs dict).
+    Kinds: unary names, binary names, "const" (scalar), "reduce_*" (axis 1,
+    keepdims), "matmul", "compare", "select", "cast".
+    """
+
+    args: list[tuple[str, tuple[int, ...]]]
+    ops: list[tuple[str, list[int], dict[str, Any]]] = field(default_factory=list)
+    values: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
+    outputs: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.values:
+            self.values = list(self.args)
+
+    def add(self, kind: str, operands: list[int], elem: str, shape: tuple[int, ...], **attrs: Any) -> int:
+        self.ops.append((kind, operands, attrs))
+        self.values.append((elem, tuple(shape)))
+        return len(self.values) - 1
+
+
+def ttype(elem: str, shape: tuple[int, ...]) -> str:
+    return "tensor<" + "".join(f"{d}x" for d in shape) + elem + ">"
+
+
+UNARY = ("neg", "abs", "relu", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf")
+BINARY = ("add", "sub", "mul", "div", "max", "min")
+
+
+def to_mlir(g: Graph, name: str = "main") -> str:
+    """The graph as a prim module with one function @name."""
+    names = [f"%a{i}" for i in range(len(g.args))] + [f"%v{i}" for i in range(len(g.ops))]
+    params = ", ".join(f"{names[i]}: {ttype(*t)}" for i, t in enumerate(g.args))
+    results = ", ".join(ttype(*g.values[o]) for o in g.outputs)
+    lines = [f"func.func @{name}({params}) -> ({results}) {{"]
+    for k, (kind, opnds, attrs) in enumerate(g.ops):
+        res = names[len(g.args) + k]
+        rt = ttype(*g.values[len(g.args) + k])
+        ins = ", ".join(names[i] for i in opnds)
+        its = ", ".join(ttype(*g.values[i]) for i in opnds)
+        if kind == "const":
+            lines.append(f"  {res} = prim.constant dense<{attrs['value']!r}> : {rt}")
+        elif kind in UNARY or kind == "cast":
+            lines.append(f"  {res} = prim.{kind} {ins} : {its} -> {rt}")
+        elif kind.startswith("reduce_"):
+            keep = ", keepdims" if attrs.get("keepdims", True) else ""
+            lines.append(f"  {res} = prim.{kind} {ins} {{axes = [{attrs['axis']}]{keep}}} : {its} -> {rt}")
+        elif kind == "compare":
+            lines.append(f"  {res} = prim.compare {attrs['pred']} {ins} : ({its}) -> {rt}")
+        else:  # binary, matmul, select
+            lines.append(f"  {res} = prim.{kind} {ins} : ({its}) -> {rt}")
+    lines.append(f"  func.return {', '.join(names[o] for o in g.outputs)} : {results}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+class Chooser:
+    """Where a builder's choices come from: hypothesis (`draw`) or `random.Random`."""
+
+    def __init__(self, draw: Callable[[Any], Any] | None = None, rng: random.Random | None = None) -> None:
+        self._draw, self._rng = draw, rng
+
+    def pick(self, seq: tuple[Any, ...] | list[Any]) -> Any:
+        if self._draw is not None:
+            return self._draw(st.sampled_from(list(seq)))
+        return self._rng.choice(list(seq))  # type: ignore[union-attr]
+
+    def int(self, lo: int, hi: int) -> int:
+        if self._draw is not None:
+            return self._draw(st.integers(lo, hi))
+        return self._rng.randint(lo, hi)  # type: ignore[union-attr]
+
+
+def build_graph(c: Chooser, shape: tuple[int, int], max_ops: int = 4) -> Graph:
+    """A random graph over a (R, C) base shape; every op is in a "safe" form."""
+    R, C = shape
+    family = c.pick(("float", "float", "float", "int", "mixed"))
+    elem = c.pick(INTS) if family == "int" else c.pick(FLOATS)
+    head = c.pick(("plain", "plain", "matmul") if family != "int" else ("plain",))
+    K = 5
+    args: list[tuple[str, tuple[int, ...]]] = [(elem, (R, C)), (elem, (R, C)), (elem, (C,)), (elem, (R, 1))]
+    if head == "matmul":
+        args += [(elem, (R, K)), (elem, (K, C))]
+    if family == "mixed":
+        args.append(("i32", (R, C)))
+    g = Graph(args)
+    full = [0, 1]
+    if head == "matmul":
+        full.append(g.add("matmul", [4, 5], elem, (R, C)))
+    if family == "mixed":
+        full.append(g.add("cast", [len(args) - 1], elem, (R, C)))
+    cur = full[-1]
+
+    def const(v: float) -> int:
+        return g.add("const", [], elem, (), value=(int(v) if elem in INTS else float(v)))
+
+    def bin_(kind: str, a: int, b: int) -> int:
+        sa, sb = g.values[a][1], g.values[b][1]
+        out = np.broadcast_shapes(sa, sb)
+        return g.add(kind, [a, b], elem, out)
+
+    def un(kind: str, a: int) -> int:
+        return g.add(kind, [a], elem, g.values[a][1])
+
+    n_ops = c.int(1, max_ops)
+    for _ in range(n_ops):
+        shape_cur = g.values[cur][1]
+        kinds = ["binary", "binary", "reduce", "select", "unary"]
+        if elem in FLOATS:
+            kinds += ["transc", "transc"]
+        kind = c.pick(tuple(kinds))
+        if kind == "binary":
+            op = c.pick(BINARY if elem in FLOATS else ("add", "sub", "mul", "max", "min"))
+            other_kind = c.pick(("full", "row", "col", "scalar", "value"))
+            other = {"full": 1, "row": 2, "col": 3}.get(other_kind)
+            if other_kind == "scalar":
+                other = const(c.pick((0.5, 2.0, -3.0)) if elem in FLOATS else c.pick((2, -3, 7)))
+            elif other_kind == "value":
+                other = c.pick(tuple(full))
+            if op == "div":  # x / (|y| + 1)
+                other = bin_("add", un("abs", other), const(1.0))
+            operands = [cur, other] if c.int(0, 1) else [other, cur]
+            if op == "div":
+                operands = [cur, other]
+            cur = bin_(op, *operands)
+        elif kind == "unary":
+            cur = un(c.pick(("neg", "abs", "relu")), cur)
+        elif kind == "transc":
+            fn = c.pick(("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf"))
+            if fn == "exp":  # exp(-|x|)
+                cur = un("exp", un("neg", un("abs", cur)))
+            elif fn in ("log", "sqrt", "rsqrt"):  # f(|x| + 1)
+                cur = un(fn, bin_("add", un("abs", cur), const(1.0)))
+            else:
+                cur = un(fn, cur)
+        elif kind == "reduce":
+            if len(shape_cur) != 2 or shape_cur[1] == 1:
+                continue
+            red = c.pick(("reduce_sum", "reduce_max", "reduce_mean") if elem in FLOATS else ("reduce_sum", "reduce_max"))
+            r = g.add(red, [cur], elem, (shape_cur[0], 1), axis=1)
+            cur = bin_(c.pick(("sub", "add", "mul")), c.pick(tuple(full)), r)  # broadcast the column back
+        elif kind == "select":
+            pred = c.pick(("lt", "ge", "ne"))
+            cond = g.add("compare", [0, 2], "i1", (R, C), pred=pred)  # arguments only: exact in every arm
+            cur = g.add("select", [cond, cur, c.pick(tuple(full))], elem, np.broadcast_shapes(g.values[cur][1], (R, C)))
+    outs = [cur]
+    if c.int(0, 3) == 0 and len(g.values[cur][1]) == 2 and g.values[cur][1][1] > 1:
+        red = c.pick(("reduce_sum", "reduce_max"))
+        outs = [g.add(red, [cur], elem, (g.values[cur][1][0],), axis=1, keepdims=False)]
+    if c.int(0, 4) == 0 and full[-1] not in outs:
+        outs.append(full[-1])  # a second result that is also an internal value
+    g.outputs = outs
+    return g
+
+
+# --------------------------------------------------------------------------- values
+
+
+def make_args(g: Graph, seed: int, regime: str) -> list[np.ndarray]:
+    """Arguments for `g`: regime "unit" (N(0,1)), "wide" (x30), "tiny" (x1e-3),
+    "specials" (N(0,1) with NaN, ±0, ±inf sprinkled in), "wrap" (ints near overflow)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for elem, shape in g.args:
+        if elem in INTS:
+            hi = np.iinfo(NP[elem]).max if regime == "wrap" else 50
+            a = rng.integers(-hi, hi, size=shape, endpoint=True).astype(NP[elem])
+        else:
+            scale = {"wide": 30.0, "tiny": 1e-3}.get(regime, 1.0)
+            a = (rng.standard_normal(shape) * scale).astype(NP[elem])
+            if regime == "specials" and a.size:
+                k = max(1, a.size // 8)
+                idx = rng.integers(0, a.size, size=k)
+                a.reshape(-1)[idx] = rng.choice(np.array([np.nan, 0.0, -0.0, np.inf, -np.inf], NP[elem]), size=k)
+        out.append(a)
+    return out
+
+
+# --------------------------------------------------------------------------- the oracle
+
+
+def error_bounds(g: Graph, args: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Evaluate `g` in numpy in its own dtypes and propagate an absolute error
+    bound per value (first order at the actual values). Returns (values, bounds)."""
+    vals: list[np.ndarray] = [np.asarray(a) for a in args]
+    errs: list[np.ndarray] = [np.zeros(a.shape) for a in args]
+    with np.errstate(all="ignore"):
+        for kind, opnds, attrs in g.ops:
+            elem = g.values[len(vals)][0]
+            u = float(np.finfo(NP[elem]).eps) if elem in FLOATS else 0.0
+            xs = [vals[i] for i in opnds]
+            es = [errs[i] for i in opnds]
+            x = xs[0] if xs else None
+            e = es[0] if es else None
+            ax = np.abs(x).astype(np.float64) if x is not None and x.dtype != np.bool_ else None
+            if kind == "const":
+                v = np.asarray(attrs["value"], NP[elem])
+                err = np.zeros(())
+            elif kind == "cast":
+                v = x.astype(NP[elem])
+                err = e + u * np.abs(v.astype(np.float64))
+            elif kind in ("neg", "abs", "relu"):
+                v = {"neg": np.negative, "abs": np.abs, "relu": lambda t: np.maximum(t, 0)}[kind](x).astype(x.dtype)
+                err = e
+            elif kind in ("exp", "tanh", "sigmoid", "erf", "log", "sqrt", "rsqrt"):
+                from math import erf as _erf
+                xf = x.astype(np.float64)
+                if kind == "exp":
+                    v, d = np.exp(x), np.exp(xf)
+                elif kind == "tanh":
+                    v, d = np.tanh(x), 1.0 - np.tanh(xf) ** 2
+                elif kind == "sigmoid":
+                    s = 1.0 / (1.0 + np.exp(-xf))
+                    v, d = s.astype(x.dtype), s * (1 - s)
+                elif kind == "erf":
+                    v, d = np.vectorize(_erf, otypes=[np.float64])(xf).astype(x.dtype), 1.13 * np.exp(-xf * xf)
+                elif kind == "log":
+                    v, d = np.log(x), 1.0 / np.abs(xf)
+                elif kind == "sqrt":
+                    v, d = np.sqrt(x), 0.5 / np.sqrt(np.abs(xf))
+                else:
+                    v, d = (1.0 / np.sqrt(x)).astype(x.dtype), 0.5 * np.abs(xf) ** -1.5
+                err = np.abs(d) * e + TRANSCENDENTAL_ULP * u * np.abs(v.astype(np.float64))
+            elif kind in BINARY:
+                a, b = xs
+                fa, fb_ = a.astype(np.float64), b.astype(np.float64)
+                fn = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+                      "max": np.maximum, "min": np.minimum}[kind]
+                v = fn(a, b)
+                if elem in INTS:
+                    v = v.astype(NP[elem])
+                ea, eb = es
+                if kind in ("add", "sub"):
+                    err = ea + eb
+                elif kind == "mul":
+                    err = np.abs(fb_) * ea + np.abs(fa) * eb + ea * eb
+                elif kind == "div":
+                    err = ea / np.abs(fb_) + np.abs(fa) * eb / (fb_ * fb_)
+                else:
+                    err = np.maximum(ea, eb) + 0 * fa * fb_
+                err = err + u * np.abs(v.astype(np.float64))
+            elif kind.startswith("reduce_"):
+                keep = attrs.get("keepdims", True)
+                n = x.shape[attrs["axis"]]
+                red = {"reduce_sum": np.sum, "reduce_max": np.max, "reduce_mean": np.mean}[kind]
+                v = red(x, axis=attrs["axis"], keepdims=keep).astype(x.dtype)
+                if kind == "reduce_max":
+                    err = np.max(e, axis=attrs["axis"], keepdims=keep)
+                else:
+                    s = np.sum(e, axis=attrs["axis"], keepdims=keep) + n * u * np.sum(ax, axis=attrs["axis"], keepdims=keep)
+                    err = s / n if kind == "reduce_mean" else s
+                    err = err + u * np.abs(v.astype(np.float64))
+            elif kind == "matmul":
+                a, b = xs
+                v = a @ b
+                fa, fb_ = np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64))
+                err = fa @ es[1] + es[0] @ fb_ + a.shape[-1] * u * (fa @ fb_)
+            elif kind == "compare":
+                a, b = xs
+                v = {"lt": np.less, "ge": np.greater_equal, "ne": np.not_equal}[attrs["pred"]](a, b)
+                err = np.zeros(v.shape)
+            elif kind == "select":
+                cond, a, b = xs
+                v = np.where(cond, a, b).astype(a.dtype)
+                err = np.maximum(np.broadcast_to(es[1], v.shape), np.broadcast_to(es[2], v.shape))
+            else:
+                raise ValueError(f"unknown op kind {kind}")
+            vals.append(np.asarray(v))
+            errs.append(np.broadcast_to(np.nan_to_num(np.asarray(err, np.float64), nan=np.inf), np.shape(v)))
+    return vals, errs
+
+
+def disagreement(got: np.ndarray, ref: np.ndarray, bound: np.ndarray, elem: str) -> str | None:
+    """None when `got` agrees with `ref` within `bound`; else what differs."""
+    got, ref = np.asarray(got), np.asarray(ref)
+    if got.shape != ref.shape or got.dtype != ref.dtype:
+        return f"type {got.dtype}{got.shape} != reference {ref.dtype}{ref.shape}"
+    if elem not in FLOATS:
+        bad = np.argwhere(got != ref)
+        return None if bad.size == 0 else f"{len(bad)} ints differ, first at {tuple(bad[0])}: {got[tuple(bad[0])]} != {ref[tuple(bad[0])]}"
+    nan_g, nan_r = np.isnan(got), np.isnan(ref)
+    if (nan_g != nan_r).any():
+        i = tuple(np.argwhere(nan_g != nan_r)[0])
+        return f"NaN mismatch at {i}: got {got[i]}, reference {ref[i]}"
+    inf_r = np.isinf(ref) | np.isinf(got)
+    if (got[inf_r] != ref[inf_r]).any():
+        i = tuple(np.argwhere(inf_r & (got != ref))[0])
+        return f"inf mismatch at {i}: got {got[i]}, reference {ref[i]}"
+    fin = ~(nan_r | inf_r)
+    with np.errstate(all="ignore"):
+        return _beyond_bound(got, ref, bound, elem, fin)
+
+
+def _beyond_bound(got: np.ndarray, ref: np.ndarray, bound: np.ndarray, elem: str, fin: np.ndarray) -> str | None:
+    tiny = float(np.finfo(NP[elem]).tiny) * 16
+    allowed = SAFETY * 2 * bound + tiny
+    diff = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+    over = fin & (diff > allowed)
+    if over.any():
+        i = tuple(np.argwhere(over)[0])
+        return (f"{int(over.sum())} values beyond the bound, first at {i}: got {got[i]!r}, reference {ref[i]!r}, "
+                f"|diff| {diff[i]:.3g} > allowed {allowed[i]:.3g}")
+    return None
+
+
+@dataclass
+class Outcome:
+    fused: bool  # did the fused arm run a fused kernel
+
+
+def run_three_ways(text: str, g: Graph, args: list[np.ndarray]) -> Outcome:
+    """Interpreter, arm 0 and the fused arm on the same arguments; fail on disagreement."""
+    import fusebind as fb
+    from fusebind.dialect import interpret, parse_module
+
+    with np.errstate(all="ignore"):
+        ref = interpret(parse_module(text), *args)
+    refs = list(ref) if isinstance(ref, tuple) else [ref]
+    _, bounds = error_bounds(g, args)
+    arm0 = fb.compile(text, optimize=False)
+    fused = fb.compile(text)
+    results = {"arm 0": arm0(*args), "fused": fused(*args)}
+    for arm, got in results.items():
+        gots = list(got) if isinstance(got, tuple) else [got]
+        assert len(gots) == len(refs), f"{arm}: {len(gots)} results, the reference has {len(refs)}"
+        for k, (o, r, out) in enumerate(zip(gots, refs, g.outputs)):
+            why = disagreement(o, r, bounds[out], g.values[out][0])
+            if why is not None:
+                pytest.fail(f"{arm} disagrees with the interpreter on result #{k}: {why}\n{text}")
+    return Outcome(fused=fused.stats.arms.fused_calls > 0)
+
+
+# --------------------------------------------------------------------------- tests
+
+REGIMES = ("unit", "unit", "wide", "tiny", "specials", "wrap")
+POOL_SHAPES = ((3, 8), (1, 17), (4, 1)) if not LONG else ((3, 8), (1, 17), (4, 1), (16, 33), (2, 1000), (64, 64))
+POOL_SIZE = scaled(14, 60)
+_POOL: dict[int, tuple[Graph, str]] = {}
+
+
+def pooled_case(index: int, shape_index: int) -> tuple[Graph, str]:
+    """Structure `index` of the fixed pool (seeded), on pool shape `shape_index`."""
+    key = index * 100 + shape_index
+    if key not in _POOL:
+        g = build_graph(Chooser(rng=random.Random(index)), POOL_SHAPES[shape_index])
+        _POOL[key] = (g, to_mlir(g))
+    return _POOL[key]
+
+
+FUSED_SEEN: list[bool] = []
+
+
+@settings(max_examples=scaled(300, 4000), deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(index=st.integers(0, POOL_SIZE - 1), shape_index=st.integers(0, len(POOL_SHAPES) - 1),
+       seed=st.integers(0, 2**32 - 1), regime=st.sampled_from(REGIMES))
+def test_pooled_graphs_agree_three_ways(index: int, shape_index: int, seed: int, regime: str) -> None:
+    g, text = pooled_case(index, shape_index)
+    FUSED_SEEN.append(run_three_ways(text, g, make_args(g, seed, regime)).fused)
+
+
+def test_the_pooled_run_exercised_fused_kernels() -> None:
+    """Guard against a vacuous differential run: most pooled cases must have run
+    a fused kernel (runs after the pooled test in file order)."""
+    if not FUSED_SEEN:
+        pytest.skip("the pooled test did not run in this session (selected alone?)")
+    assert sum(FUSED_SEEN) >= len(FUSED_SEEN) // 3, f"{sum(FUSED_SEEN)} of {len(FUSED_SEEN)} cases ran fused"
+
+
+@st.composite
+def free_cases(draw: st.DrawFn) -> tuple[Graph, list[np.ndarray]]:
+    shape = (draw(st.sampled_from((1, 2, 5))), draw(st.sampled_from((1, 3, 16))))
+    g = build_graph(Chooser(draw=draw), shape, max_ops=draw(st.integers(1, 5)))
+    return g, make_args(g, draw(st.integers(0, 2**32 - 1)), draw(st.sampled_from(REGIMES)))
+
+
+@settings(max_examples=scaled(40, 600), deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(case=free_cases())
+def test_free_graphs_agree_three_ways(case: tuple[Graph, list[np.ndarray]]) -> None:
+    g, args = case
+    run_three_ways(to_mlir(g), g, args)
+
+
+def corpus_cases() -> list[Path]:
+    return sorted(CORPUS.glob("*.mlir")) if CORPUS.is_dir() else []
+
+
+def graph_from_header(header: dict[str, Any]) -> Graph:
+    g = Graph([(e, tuple(s)) for e, s in header["args"]])
+    for kind, opnds, attrs, elem, shape in header["ops"]:
+        g.add(kind, opnds, elem, tuple(shape), **attrs)
+    g.outputs = header["outputs"]
+    return g
+
+
+def graph_header(g: Graph, seed: int, regime: str) -> str:
+    ops = [[k, o, a, *g.values[len(g.args) + i]] for i, (k, o, a) in enumerate(g.ops)]
+    return "// case: " + json.dumps({"args": g.args, "ops": ops, "outputs": g.outputs, "seed": seed,
+                                     "regime": regime})
+
+
+@pytest.mark.parametrize("path", corpus_cases(), ids=lambda p: p.name)
+def test_differential_corpus_replays(path: Path) -> None:
+    """Shrunk reproducers of past disagreements (or edge cases worth keeping)."""
+    first, _, rest = path.read_text().partition("\n")
+    header = json.loads(first.removeprefix("// case: "))
+    g = graph_from_header(header)
+    assert to_mlir(g) == rest, "the corpus module and its header disagree; regenerate the file"
+    xfail = header.get("xfail")
+    if xfail:
+        pytest.xfail(xfail)
+    run_three_ways(rest, g, make_args(g, header["seed"], header["regime"]))
+
+
+def test_the_oracle_catches_a_one_percent_error() -> None:
+    """The bound is not so loose that a real bug passes: a 1% error on a tanh chain fails."""
+    g = Graph([("f32", (3, 8))])
+    t = g.add("tanh", [0], "f32", (3, 8))
+    g.outputs = [t]
+    args = make_args(g, 1, "unit")
+    vals, bounds = error_bounds(g, args)
+    assert disagreement(vals[t], vals[t], bounds[t], "f32") is None
+    assert disagreement(vals[t] * np.float32(1.01), vals[t], bounds[t], "f32") is not None
+    assert disagreement(np.where(np.arange(24).reshape(3, 8) == 5, np.nan, vals[t]).astype(np.float32),
+                        vals[t], bounds[t], "f32").startswith("NaN mismatch")
+
+
+# --------------------------------------------------------------------------- fb.jit programs
+
+
+def jit_program(c: Chooser) -> tuple[Callable[..., Any], str]:
+    """A random numpy-style function for fb.jit (operators, Python scalars,
+    astype, reductions) and its description."""
+    steps = [c.pick(("x + y", "x * 2.0", "x - 0.5", "-x", "x * y + x", "abs(x)", "fb.tanh(x)",
+                     "fb.exp(-abs(x))", "fb.maximum(x, y)", "fb.relu(x) * y", "x / (abs(y) + 1.0)",
+                     "(x - x.sum(axis=1, keepdims=True))", "x.astype('float64').astype(x.dtype)",
+                     "fb.where(x < y, x, y)", "x.max(axis=1, keepdims=True) + y"))
+             for _ in range(c.int(1, 4))]
+    src = "def f(x, y):\n" + "".join(f"    x = {s}\n" for s in steps) + "    return x\n"
+    return src, " ; ".join(steps)  # type: ignore[return-value]
+
+
+@settings(max_examples=scaled(40, 800), deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(index=st.integers(0, scaled(10, 60) - 1), seed=st.integers(0, 2**32 - 1),
+       dtype=st.sampled_from((np.float32, np.float64)), shape=st.sampled_from(((4, 8), (1, 5))))
+def test_jit_traced_programs_agree_with_numpy(index: int, seed: int, dtype: Any, shape: tuple[int, int]) -> None:
+    import fusebind as fb
+
+    src, _ = jit_program(Chooser(rng=random.Random(index)))
+    space: dict[str, Any] = {"fb": fb}
+    exec(src, space)  # noqa: S102 - our own generated source
+    fn = space["f"]
+    rng = np.random.default_rng(seed)
+    x, y = (rng.standard_normal(shape).astype(dtype) for _ in range(2))
+    np_space: dict[str, Any] = {"fb": _NumpyFb()}
+    exec(src, np_space)  # noqa: S102
+    with np.errstate(all="ignore"):
+        want = np_space["f"](x, y)
+    got = fb.jit(fn)(x, y)
+    assert got.dtype == want.dtype and got.shape == want.shape, (src, got.dtype, want.dtype, got.shape, want.shape)
+    eps = float(np.finfo(dtype).eps)
+    np.testing.assert_allclose(got, want, rtol=64 * eps * shape[1], atol=64 * eps * shape[1], err_msg=src)
+
+
+class _NumpyFb:
+    """numpy stand-ins for the fb functions the generated programs call."""
+
+    tanh = staticmethod(np.tanh)
+    exp = staticmethod(np.exp)
+    maximum = staticmethod(np.maximum)
+    where = staticmethod(np.where)
+
+    @staticmethod
+    def relu(x: np.ndarray) -> np.ndarray:
+        return np.maximum(x, 0).astype(x.dtype)
+
+
+# --------------------------------------------------------------------------- long run
+
+
+@pytest.mark.slow
+def test_long_pooled_run_counts() -> None:
+    """Under FUSEBIND_LONG=1 the pooled test above runs 4000 cases over 60
+    structures x 6 shapes; this documents the figure and checks it ran."""
+    if not FUSED_SEEN:
+        pytest.skip("the pooled test did not run in this session")
+    assert len(FUSED_SEEN) >= 1000
