@@ -273,6 +273,7 @@ def run_entry(program: Program, entry: str, args: argparse.Namespace, progress: 
     progress(f"check @{entry} against the reference interpreter")
     refs = _outputs(interpret(program.module, *arrays, entry=entry))
     rep = FunctionReport(program.source, entry, args.seed, inputs)
+    rep.machine = (plan.machine or executor.machine).describe()
     rep.regions = region_rows(plan.decisions)
     rep.rejected = [d.remark().removeprefix("remark: ") for d in executor.decisions if d.verdict != "fused"]
     fused_arm = {d.name: int(d.fused_id) for d in plan.decisions if d.arm == "fused"}

@@ -75,6 +75,7 @@ class FunctionReport:
     entry: str
     seed: int
     inputs: list[str]
+    machine: str = ""  # the machine model the costs were priced with (MachineModel.describe())
     regions: list[RegionRow] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
     kernels: list[KernelRow] = field(default_factory=list)
@@ -191,6 +192,8 @@ def format_report(rep: FunctionReport) -> str:
     """The human-readable report of one function."""
     lines = [f"== {rep.source} @{rep.entry} (seed {rep.seed})",
              f"inputs: {', '.join(rep.inputs) if rep.inputs else 'none'}"]
+    if rep.machine:
+        lines.append(rep.machine)
     lines.append(f"fused regions: {len(rep.regions)}")
     for r in rep.regions:
         lines.append(f"  id {r.fused_id:<6} @{r.name:<28} {r.ops:>3} ops  arm: {r.arm}")

@@ -1,5 +1,8 @@
 """Suite-wide isolation: every test run gets its own object cache directory,
-so tests never read or write the user's `$XDG_CACHE_HOME/fusebind`.
+so tests never read or write the user's `$XDG_CACHE_HOME/fusebind`, and
+prices with the documented default machine model (`FUSEBIND_MACHINE=default`:
+deterministic decisions, no calibration per session). Tests of the measured
+model opt in explicitly (test/runtime/test_calibrate.py).
 
 A test that needs the default location sets the environment itself
 (pytest's `monkeypatch.setenv`)."""
@@ -18,6 +21,7 @@ def pytest_configure(config: object) -> None:
         path = tempfile.mkdtemp(prefix="fusebind-test-cache-")
         _OWN_CACHE.append(path)
         os.environ["FUSEBIND_CACHE_DIR"] = path
+    os.environ.setdefault("FUSEBIND_MACHINE", "default")
 
 
 def pytest_unconfigure(config: object) -> None:

@@ -22,14 +22,17 @@ from fusebind.runtime import bindings as _bindings
 from fusebind.runtime.executor import Executor
 
 
-def default_optimizer(backend: str) -> Callable[[Any, Any], Any]:
-    """optimize_graph over the given table snapshot, gated by fused_kernel_available_in."""
-    def optimize(module: Any, table: Any) -> Any:
+def default_optimizer(backend: str) -> Callable[..., Any]:
+    """optimize_graph over the given table snapshot, gated by fused_kernel_available_in,
+    priced with `machine` (the executor passes its model; None: `machine_model()`)."""
+    def optimize(module: Any, table: Any, machine: Any = None) -> Any:
         from fusebind.compiler.context import OptimizationContext
         from fusebind.compiler.optimize import optimize_graph
+        from fusebind.runtime.calibrate import machine_model
         from fusebind.runtime.fused_kernels import fused_kernel_available_in
 
-        ctx = OptimizationContext(bindings=table, kernel_query=fused_kernel_available_in, backend=backend)
+        ctx = OptimizationContext(bindings=table, kernel_query=fused_kernel_available_in, backend=backend,
+                                  machine=machine_model(machine))
         return optimize_graph(module, ctx)
     return optimize
 
@@ -54,11 +57,12 @@ class JitFunction:
 
     def __init__(self, fn: Callable[..., Any], *, background: bool = False, verify: bool = False,
                  verify_action: str = "raise", backend: str = "cpu", threads: int | None = None,
-                 cache: Any = None, before_compile: Callable[[str], None] | None = None) -> None:
+                 cache: Any = None, before_compile: Callable[[str], None] | None = None,
+                 machine: Any = None) -> None:
         self.fn = fn
         self.name = getattr(fn, "__name__", "fn")
         self._options = dict(background=background, verify=verify, verify_action=verify_action, backend=backend,
-                             threads=threads, cache=cache, before_compile=before_compile)
+                             threads=threads, cache=cache, before_compile=before_compile, machine=machine)
         self._executors: dict[Any, Executor] = {}
         self._fast: Any = None  # the FastPath of the last plan run (see Executor.__call__)
         self._traces = 0
@@ -142,7 +146,13 @@ class JitFunction:
 
 
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
-    """`@fb.jit` or `@fb.jit(background=True, verify=False, backend="cpu", threads=None)`."""
+    """`@fb.jit` or `@fb.jit(background=True, verify=False, backend="cpu", threads=None, machine=None)`.
+
+    machine: the Layer-1 machine model fusion and arm choice are priced with:
+    None (`FUSEBIND_MACHINE`, else this machine's measured model, calibrated
+    once per machine and cached on disk), "default", "measured", or a
+    `MachineModel`. `.explain()` names the one used.
+    """
     if fn is None:
         return lambda f: JitFunction(f, **options)
     return JitFunction(fn, **options)

@@ -2,8 +2,9 @@
 
 This module owns: `CostEstimate` (flops, bytes, ns, trust), the
 `UNKNOWN_COST` sentinel and the one comparison the rest of fusebind may use
-(`cheaper`), the `MachineModel` (bandwidth, flop rate, launch overhead), and
-the Layer-1 composition of a cost from IR (`compose_region_cost`,
+(`cheaper`), the `MachineModel` (bandwidth, flop rate, launch overhead; its
+documented `default()`, and `measure()`, which reaches the runtime's
+calibration by name), and the Layer-1 composition of a cost from IR (`compose_region_cost`,
 `compose_primitives_cost`).
 
 It reads only IR, duck-typed: an op's `flops()` and the tensor types of its
@@ -15,10 +16,9 @@ never zero: it is not equal to any estimate and it never wins `cheaper`.
 
 from __future__ import annotations
 
-import functools
+import importlib
 import math
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
 Trust = Literal["composed", "declared", "measured"]
@@ -137,74 +137,100 @@ def more_trusted(a: Cost, b: Cost) -> Cost:
 # --------------------------------------------------------------------------- machine
 
 
+#: `module:function` returning this machine's measured model (`() -> MachineModel`).
+#: The compiler never imports the runtime; `MachineModel.measure()` and
+#: `machine=measured` reach the runtime's calibration by name, like
+#: `fusion_passes.TABLE_GATE_PROVIDER` reaches the table gate.
+MACHINE_PROVIDER = "fusebind.runtime.calibrate:measured_machine"
+
+#: The machine models a pass option or `FUSEBIND_MACHINE` can name.
+MACHINE_CHOICES: tuple[str, ...] = ("default", "measured")
+
+
 @dataclass(frozen=True)
 class MachineModel:
     """What one kernel launch on this machine can do: streaming bandwidth
-    (bytes/s), elementwise flop rate (flops/s) and a per-launch overhead."""
+    (bytes/s), elementwise flop rate (flops/s) and a per-launch overhead.
+
+    `source` says where the numbers came from (`"default"`, `"measured"`,
+    or `"custom"` for a hand-built model); it is shown by `describe()` and
+    is not part of equality (two models with the same numbers price alike).
+    """
 
     bandwidth_bytes_per_s: float
     flops_per_s: float
     launch_ns: float
+    source: str = field(default="custom", compare=False)
 
     def __post_init__(self) -> None:
-        for field in ("bandwidth_bytes_per_s", "flops_per_s"):
-            value = getattr(self, field)
+        for name in ("bandwidth_bytes_per_s", "flops_per_s"):
+            value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"MachineModel.{field} must be finite and > 0, got {value!r}")
-        if not (math.isfinite(self.launch_ns) and self.launch_ns >= 0):
+                raise ValueError(f"MachineModel.{name} must be finite and > 0, got {value!r}")
+        if not (isinstance(self.launch_ns, (int, float)) and math.isfinite(self.launch_ns) and self.launch_ns >= 0):
             raise ValueError(f"MachineModel.launch_ns must be finite and >= 0, got {self.launch_ns!r}")
+        if not isinstance(self.source, str) or not self.source:
+            raise ValueError(f"MachineModel.source must be a non-empty string, got {self.source!r}")
 
     @staticmethod
     def default() -> "MachineModel":
         """Documented numbers for the reference machine (PERFORMANCE.md):
         ~20 GB/s single-thread STREAM triad; 50 GFLOP/s, a conservative
         single-thread AVX-512 elementwise rate; 500 ns per kernel launch from
-        Python (measured call overhead of a prepared plan is 0.42-0.5 us)."""
-        return MachineModel(bandwidth_bytes_per_s=20e9, flops_per_s=50e9, launch_ns=500.0)
+        Python (measured call overhead of a prepared plan is 0.42-0.5 us).
+        Deterministic: `fusebind-opt` and `FUSEBIND_MACHINE=default` use it."""
+        return MachineModel(bandwidth_bytes_per_s=20e9, flops_per_s=50e9, launch_ns=500.0, source="default")
 
     @staticmethod
     def measure() -> "MachineModel":
-        """Measure this machine once per process (about 0.1 s): a STREAM-like
-        triad with numpy for bandwidth, an in-cache numpy multiply for the flop
-        rate. numpy's elementwise rate is a lower bound of what a fused LLVM
-        loop reaches (measured ~4 GFLOP/s vs ~35 GB/s here), so the measured
-        model leans memory-bound-optimistic, compute-bound-pessimistic. The
-        launch overhead keeps the documented default."""
-        return _measured_machine()
+        """This machine's measured model: calibrated with fusebind's own
+        compiled kernels by the runtime (`fusebind.runtime.calibrate`,
+        reached by name through `MACHINE_PROVIDER`), at most once per process
+        and cached on disk beside the object cache."""
+        module_name, _, attr = MACHINE_PROVIDER.partition(":")
+        try:
+            provider = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as err:
+            raise RuntimeError(
+                f"MachineModel.measure() needs the runtime's calibration {MACHINE_PROVIDER} ({err}); "
+                "use MachineModel.default() to price without the runtime"
+            ) from err
+        return provider()
+
+    @staticmethod
+    def named(name: str) -> "MachineModel":
+        """`"default"` -> `default()`, `"measured"` -> `measure()` (pass options)."""
+        key = name.strip().lower() if isinstance(name, str) else name
+        if key == "default":
+            return MachineModel.default()
+        if key == "measured":
+            return MachineModel.measure()
+        raise ValueError(f"unknown machine model {name!r}; expected one of {', '.join(MACHINE_CHOICES)}")
 
     def roofline_ns(self, flops: float, nbytes: float) -> float:
         """Time bound by the slower of compute and memory, without launch."""
         return max(flops / self.flops_per_s, nbytes / self.bandwidth_bytes_per_s) * 1e9
 
+    def describe(self) -> str:
+        """One line for people: `machine model (measured): 18.2 GB/s, 39.5 GFLOP/s, launch 85 ns`."""
+        return (f"machine model ({self.source}): {self.bandwidth_bytes_per_s / 1e9:.3g} GB/s, "
+                f"{self.flops_per_s / 1e9:.3g} GFLOP/s, launch {self.launch_ns:.3g} ns")
 
-@functools.lru_cache(maxsize=1)
-def _measured_machine() -> MachineModel:
-    import numpy as np
+    def as_dict(self) -> dict[str, Any]:
+        """The model as JSON-ready numbers (and its source)."""
+        return {"bandwidth_bytes_per_s": self.bandwidth_bytes_per_s, "flops_per_s": self.flops_per_s,
+                "launch_ns": self.launch_ns, "source": self.source}
 
-    n = 1 << 22  # 16 MiB per float32 array: well outside L2
-    b = np.ones(n, np.float32)
-    c = np.ones(n, np.float32)
-    a = np.empty(n, np.float32)
-    best = math.inf
-    for _ in range(3):
-        t0 = time.perf_counter()
-        np.multiply(c, np.float32(3.0), out=a)
-        np.add(a, b, out=a)
-        best = min(best, time.perf_counter() - t0)
-    # Two passes: 2 reads + 1 write, then 2 reads + 1 write.
-    bandwidth = 6 * n * 4 / best
-
-    m = 1 << 14  # in L1/L2: the flop rate, not the bandwidth
-    x = np.ones(m, np.float32)
-    y = np.empty(m, np.float32)
-    best = math.inf
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(20):
-            np.multiply(x, x, out=y)
-        best = min(best, time.perf_counter() - t0)
-    flops = 20 * m / best
-    return MachineModel(bandwidth, flops, MachineModel.default().launch_ns)
+    @staticmethod
+    def from_dict(data: Any) -> "MachineModel":
+        """Inverse of `as_dict`; raises ValueError (or TypeError) naming what is wrong."""
+        if not isinstance(data, dict):
+            raise TypeError(f"MachineModel.from_dict needs a dict, got {type(data).__name__}")
+        missing = [k for k in ("bandwidth_bytes_per_s", "flops_per_s", "launch_ns") if k not in data]
+        if missing:
+            raise ValueError(f"MachineModel.from_dict: missing {', '.join(missing)}")
+        return MachineModel(data["bandwidth_bytes_per_s"], data["flops_per_s"], data["launch_ns"],
+                            data.get("source", "custom"))
 
 
 # --------------------------------------------------------------------------- Layer 1

@@ -8,8 +8,11 @@ Options:
 - `max-ops`: the region size bound.
 - `remarks`: print every decision as `remark: ...` on stderr.
 - `backend`: the backend the gate asks about (`cpu`).
-- `launch-ns`, `gflops`: override the machine model (negative: keep the
-  documented default), so lit tests can make fusion unprofitable.
+- `machine`: `default` (the documented constants: deterministic output) or
+  `measured` (this machine, calibrated by the runtime and reached by name,
+  `cost.MACHINE_PROVIDER`, like the table gate below).
+- `launch-ns`, `gflops`: override that machine model (negative: keep its
+  value), so lit tests can make fusion unprofitable.
 
 The compiler never imports the runtime. `gate=table` needs the table, so
 the pass reaches it the way the driver reaches plugin passes: by module
@@ -41,13 +44,16 @@ TABLE_GATE_PROVIDER = "fusebind.runtime.jit:table_context"
 GATES = ("table", "all", "none")
 
 
-def machine_with(launch_ns: float, gflops: float) -> MachineModel:
-    """The default machine model with the overrides that are >= 0."""
-    base = MachineModel.default()
+def machine_with(launch_ns: float, gflops: float, base: MachineModel | None = None) -> MachineModel:
+    """`base` (default: the documented default) with the overrides that are >= 0."""
+    base = base if base is not None else MachineModel.default()
+    if gflops <= 0 and launch_ns < 0:
+        return base
     return MachineModel(
         base.bandwidth_bytes_per_s,
         gflops * 1e9 if gflops > 0 else base.flops_per_s,
         launch_ns if launch_ns >= 0 else base.launch_ns,
+        f"{base.source}, overridden",
     )
 
 
@@ -92,10 +98,12 @@ class FusePass(ModulePass):
     backend: str = "cpu"
     launch_ns: float = -1.0
     gflops: float = -1.0
+    machine: str = "default"
 
     def context(self) -> OptimizationContext:
         """The context this pass instance optimizes with."""
-        options: dict[str, Any] = {"max_region_ops": self.max_ops, "machine": machine_with(self.launch_ns, self.gflops)}
+        machine = machine_with(self.launch_ns, self.gflops, MachineModel.named(self.machine))
+        options: dict[str, Any] = {"max_region_ops": self.max_ops, "machine": machine}
         if self.gate == "all":
             return OptimizationContext.gate_all(backend=self.backend, **options)
         if self.gate == "none":

@@ -16,6 +16,13 @@ plan, and hand the work order (regions whose fused arm is not bound) to the
 with `background=True`, in which case calls run arm 0 until the adoption
 bumps the generation.
 
+Machine model: `Executor(machine=...)` takes a `MachineModel`, `"default"`,
+`"measured"` or None (`FUSEBIND_MACHINE`, else measured: calibrate.py). It
+is resolved on the first plan, never at construction, and the same model
+prices the optimizer's decisions (`optimize(module, table, machine)` when the
+optimizer accepts it), the plan's arms and the JIT's compiled costs;
+`explain` names it.
+
 Must not: write the binding table itself (jit.py and static_kernels.py
 do, through their APIs).
 """
@@ -29,7 +36,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fusebind.runtime import bindings as _bindings
+from fusebind.compiler.cost import MACHINE_CHOICES, MachineModel
 from fusebind.runtime.bindings import BindingTable, bindings_generation, global_bindings, parse_backend
+from fusebind.runtime.calibrate import machine_model
 from fusebind.runtime.call import SPLIT_THRESHOLD
 from fusebind.runtime.jit import JitCompiler
 from fusebind.runtime.plan import (
@@ -103,6 +112,8 @@ class Executor:
     (`verify_action` "raise" -> FusedArmMismatch, "warn" -> a warning).
     background: compile fused arms on a worker; calls run arm 0 meanwhile.
     threads: split large elementwise kernels over this many threads.
+    machine: the Layer-1 machine model (a `MachineModel`, "default",
+    "measured", or None for `FUSEBIND_MACHINE`/measured); resolved lazily.
     """
 
     def __init__(self, module: Any, entry: str | None = None, *, name: str | None = None,
@@ -110,7 +121,7 @@ class Executor:
                  verify_action: str = "raise", background: bool = False, threads: int | None = None,
                  cache: Any = None, static_kernels: Any = None,
                  before_compile: Callable[[str], None] | None = None,
-                 arg_names: Sequence[str] | None = None) -> None:
+                 arg_names: Sequence[str] | None = None, machine: MachineModel | str | None = None) -> None:
         from fusebind.dialect.types import elem_of, numpy_dtype, shape_of
 
         if verify_action not in ("raise", "warn"):
@@ -122,10 +133,13 @@ class Executor:
         threads = _default_threads() if threads is None else int(threads)
         if threads < 1:
             raise ValueError(f"threads must be >= 1 (or None for the CPU count), got {threads}")
+        self._machine_choice = _check_machine_choice(machine)
         self.options = PlanOptions(backend=parse_backend(backend), verify=verify, verify_action=verify_action,
-                                   threads=threads, static_kernels=static_kernels)
+                                   threads=threads, static_kernels=static_kernels,
+                                   machine=machine if isinstance(machine, MachineModel) else None)
         self.compiler = JitCompiler(self.options.backend, background=background, cache=cache,
-                                    before_compile=before_compile, split_threshold=SPLIT_THRESHOLD)
+                                    before_compile=before_compile, split_threshold=SPLIT_THRESHOLD,
+                                    machine=self._machine_choice)
         self._stats = ExecutorStats(compiler=self.compiler)
         self._fast_paths: list[FastPath] = []
         #: the fast path of the last plan run: (generation, FastPath), or None
@@ -171,6 +185,14 @@ class Executor:
         return ExecutorStats(s.calls + fast, s.plans, s.cache_hits + fast, arms, self.compiler)
 
     # ------------------------------------------------------------------ planning
+    @property
+    def machine(self) -> MachineModel:
+        """The machine model this executor prices with (resolved, and for
+        "measured" possibly calibrated, on first use)."""
+        if self.options.machine is None:
+            self.options.machine = machine_model(self._machine_choice)
+        return self.options.machine
+
     def check_arguments(self, arrays: Sequence[np.ndarray]) -> None:
         """Raise ArgumentError naming the first argument that does not fit."""
         names = self.arg_names
@@ -194,6 +216,7 @@ class Executor:
                 return plan
             self.check_arguments(arrays)
             shapes = tuple(a.shape for a in arrays)
+            self.options.machine = self.machine  # resolved before anything is priced
             for _ in range(3):
                 table = global_bindings()
                 func = self.optimized_func(table, shapes)
@@ -237,7 +260,7 @@ class Executor:
             work: list[Any] = []
             decisions: list[Any] = []
             if self._optimize is not None:
-                result = self._optimize(module.clone(), table)
+                result = self._call_optimizer(module.clone(), table)
                 module = getattr(result, "module", result)  # an OptimizeResult, or a bare module
                 work = list(getattr(result, "work_order", ()))
                 decisions = list(getattr(result, "decisions", ()))
@@ -245,6 +268,19 @@ class Executor:
             self._optimized[key] = (table.generation, func, module, work, decisions)
             self.optimized_module, self.decisions = module, decisions
             return func
+
+    def _call_optimizer(self, module: Any, table: BindingTable) -> Any:
+        """The optimizer, given this executor's machine model when it takes one."""
+        import inspect
+
+        optimize = self._optimize
+        try:
+            takes_machine = "machine" in inspect.signature(optimize).parameters  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            takes_machine = False
+        if takes_machine:
+            return optimize(module, table, machine=self.machine)  # type: ignore[misc, call-arg]
+        return optimize(module, table)  # type: ignore[misc]
 
     def _fused_id_of(self, region: Any) -> tuple[int, str]:
         from fusebind.compiler.recipes import canonical_recipe, global_recipes
@@ -275,7 +311,8 @@ class Executor:
         arrays = [np.asarray(a) for a in arrays]
         params = ", ".join(f"{n}: {format_array_type(a.dtype, a.shape)}" for n, a in zip(self.arg_names, arrays))
         lines = [f"fusebind plan for '{self.name}'({params}) on {self.options.backend!r}, "
-                 f"table generation {plan.generation}"]
+                 f"table generation {plan.generation}",
+                 (plan.machine or self.machine).describe()]
         if not plan.decisions:
             lines.append("no fused regions: every op runs as a primitive")
         lines += describe_decisions(plan.decisions)
@@ -287,6 +324,16 @@ class Executor:
                 lines.append(f"compile of @{record.name} failed: {record.error}")
         lines += [f"note: {n}" for n in plan.notes]
         return "\n".join(lines)
+
+
+def _check_machine_choice(machine: Any) -> MachineModel | str | None:
+    """Validate `machine=` at construction (without measuring anything)."""
+    if machine is None or isinstance(machine, MachineModel):
+        return machine
+    if isinstance(machine, str) and machine.strip().lower() in MACHINE_CHOICES:
+        return machine.strip().lower()
+    raise ValueError(f"fusebind: machine must be a MachineModel, None, or one of {', '.join(MACHINE_CHOICES)}; "
+                     f"got {machine!r}")
 
 
 def _default_threads() -> int:

@@ -22,7 +22,13 @@ This module owns:
   the `before_compile` hook). The executor and the `fuse-jit` pass both use
   it; `JitWorker` is its background form, so the caller continues on arm 0
   while kernels are adopted.
-- the `fuse-jit` pass of `fusebind-opt`.
+- the `fuse-jit` pass of `fusebind-opt` (`machine=default` by default, so its
+  output is deterministic; `machine=measured` prices with this machine).
+
+Machine model: `JitCompiler(machine=...)` (a `MachineModel`, "default",
+"measured", or None: `FUSEBIND_MACHINE`, else measured; see calibrate.py)
+prices every compiled region's Layer-1 cost (`decompose_region(...,
+machine=)`), resolved on the first compile, not before.
 """
 
 from __future__ import annotations
@@ -39,10 +45,12 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from fusebind.compiler.context import DEFAULT_MAX_REGION_OPS, OptimizationContext
+from fusebind.compiler.cost import MachineModel
 from fusebind.compiler.fusion_passes import machine_with, print_remarks, replace_module_body
 from fusebind.compiler.optimize import OptimizeResult, WorkItem, optimize_graph
 from fusebind.compiler.passes import register_pass
 from fusebind.runtime.bindings import global_bindings
+from fusebind.runtime.calibrate import machine_model
 from fusebind.compiler.catalog import RUNTIME_FUSED_BASE, static_kernel_op
 from fusebind.runtime.fused_kernels import (
     CAP_SHAPE_DYNAMIC,
@@ -182,13 +190,17 @@ class JitCompiler:
     shapes (one static key serves every shape) and bound with
     `bind_catalog_kernel` (caps CAP_SHAPE_DYNAMIC, plus CAP_SPLIT_AXIS0 when
     the recipe is splittable); their record holds the catalog id.
+
+    machine: the model compiled costs are priced with (`calibrate.machine_model`
+    resolves it on the first compile; it is passed to `decompose` as `machine=`).
     """
 
     def __init__(self, backend: str = "cpu", *, background: bool = False, recipes: Any = None,
                  decompose: Decompose | None = None, cache: Any = None,
                  before_compile: Callable[[str], None] | None = None,
-                 split_threshold: int | None = None) -> None:
+                 split_threshold: int | None = None, machine: MachineModel | str | None = None) -> None:
         self.backend = backend
+        self.machine = machine
         self.background = background
         self.before_compile = before_compile
         self.split_threshold = split_threshold
@@ -256,6 +268,7 @@ class JitCompiler:
             caps = ({CAP_SHAPE_DYNAMIC} | ({CAP_SPLIT_AXIS0} if splittable else set())) if dynamic else set()
             run = self._decompose or _default_decompose
             kwargs: dict[str, Any] = {"cache": self._cache} if self._cache is not None else {}
+            kwargs["machine"] = machine_model(self.machine)
             if dynamic:
                 kwargs["dynamic"] = True
             decomp = run(item.region, list(item.dtypes), **kwargs)
@@ -326,9 +339,10 @@ class JitWorker(JitCompiler):
 
 
 def compile_work_order(work_order: Iterable[WorkItem], backend: str = "cpu", *, recipes: Any = None,
-                       decompose: Decompose | None = None, cache: Any = None) -> JitReport:
+                       decompose: Decompose | None = None, cache: Any = None,
+                       machine: MachineModel | str | None = None) -> JitReport:
     """Compile and adopt every item now; failures become diagnostics (arm 0 stays)."""
-    compiler = JitCompiler(backend, recipes=recipes, decompose=decompose, cache=cache)
+    compiler = JitCompiler(backend, recipes=recipes, decompose=decompose, cache=cache, machine=machine)
     compiler.submit(work_order)
     return compiler.snapshot()
 
@@ -337,9 +351,13 @@ def optimize_with_jit(module: ModuleOp, backend: str = "cpu", *, recipes: Any = 
                       decompose: Decompose | None = None, cache: Any = None,
                       **options: Any) -> tuple[OptimizeResult, JitReport]:
     """Sync mode: optimize, compile and adopt the work order, optimize again
-    against the new snapshot. Returns the final result and the JIT report."""
+    against the new snapshot. Returns the final result and the JIT report.
+    `options["machine"]` (a MachineModel; default: the documented default,
+    as OptimizationContext has it) prices both the fusion and the kernels."""
+    options.setdefault("machine", MachineModel.default())
     first = optimize_graph(module, table_context(backend, recipes=recipes, **options))
-    report = compile_work_order(first.work_order, backend, recipes=recipes, decompose=decompose, cache=cache)
+    report = compile_work_order(first.work_order, backend, recipes=recipes, decompose=decompose, cache=cache,
+                                machine=options["machine"])
     if not report.adopted:
         return first, report
     return optimize_graph(module, table_context(backend, recipes=recipes, **options)), report
@@ -357,10 +375,12 @@ class FuseJitPass(ModulePass):
     backend: str = "cpu"
     launch_ns: float = -1.0
     gflops: float = -1.0
+    machine: str = "default"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        base = MachineModel.named(self.machine)
         result, report = optimize_with_jit(op, self.backend, max_region_ops=self.max_ops,
-                                           machine=machine_with(self.launch_ns, self.gflops))
+                                           machine=machine_with(self.launch_ns, self.gflops, base))
         if self.remarks:
             for line in report.remarks():
                 sys.stderr.write(line + "\n")

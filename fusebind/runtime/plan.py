@@ -11,6 +11,10 @@ A fused arm's kernel caps come from its resolved row (`CAP_SPLIT_AXIS0`: it
 may run in chunks; `CAP_SHAPE_DYNAMIC`: it takes any shape, so its Layer-1
 cost is composed again for this region's shapes).
 
+Costs are priced with `PlanOptions.machine` (None: the process's model,
+calibrate.py, resolved when the plan is built) and the plan records it
+(`Plan.machine`, for `explain`).
+
 Primitive steps resolve through `compile_one` (`Static(KIND)`); a miss asks
 static_kernels.py to build the kernel, and ops without a generated kernel
 (reshape, broadcast_to, constant: views and constants), or with a signature
@@ -90,7 +94,17 @@ class PlanOptions:
     verify_action: str = "raise"  # or "warn"
     threads: int = 1
     static_kernels: Any = None  # a StaticKernels, or None for the process default
-    machine: MachineModel = field(default_factory=MachineModel.default)
+    #: the Layer-1 machine model; None: the process's (`calibrate.machine_model()`:
+    #: FUSEBIND_MACHINE, else measured), resolved when a plan is built, not before.
+    machine: MachineModel | None = None
+
+    def machine_model(self) -> MachineModel:
+        """The model these options price with (resolving None as above)."""
+        if self.machine is not None:
+            return self.machine
+        from fusebind.runtime.calibrate import machine_model
+
+        return machine_model()
 
 
 @dataclass
@@ -177,6 +191,7 @@ class _Builder:
         self.decisions: list[RegionDecision] = []
         self.work_order: list[Any] = []  # compiler WorkItems
         self.fast_region: tuple[Any, Any] | None = None  # (region, thunk) of a fused arm the executor may call
+        self.machine = options.machine_model()
 
     def slot(self, value: Any) -> int:
         s = self.slots.get(value)
@@ -293,7 +308,7 @@ class _Builder:
         body = list(region.body.blocks[0].ops)
         yield_op, body_ops = body[-1], body[:-1]
         name = region.region_name
-        arm0_cost = compose_primitives_cost(body_ops, self.options.machine)
+        arm0_cost = compose_primitives_cost(body_ops, self.machine)
         fused_cost: Cost = UNKNOWN_COST
         decision = RegionDecision(name, fused_id, [op.name for op in body_ops], arm0_cost, fused_cost, "arm 0", "")
         self.decisions.append(decision)
@@ -338,7 +353,7 @@ class _Builder:
             if CAP_SHAPE_DYNAMIC in resolved.row.caps and shapes_static and fused_cost.is_known \
                     and fused_cost.trust == "composed":
                 # compiled for any shape, priced at the shape it was compiled for: price this one
-                fused_cost = compose_region_cost(region, self.options.machine)
+                fused_cost = compose_region_cost(region, self.machine)
             decision.fused_cost = fused_cost
             if not fused_cost.is_known:
                 decision.reason = "fused arm is unpriced (UNKNOWN_COST): skipped, never treated as free"
@@ -499,6 +514,7 @@ class Plan:
     notes: list[str]
     work_order: list[Any]
     fast: FastPath | None = None
+    machine: MachineModel | None = None  # the model its arms were priced with
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
@@ -577,7 +593,7 @@ def build_plan(func: Any, table: BindingTable, options: PlanOptions, stats: ArmS
             value = region.results[0]
             fast = FastPath(table.generation, thunk, _shape(value), _np_dtype(value))  # type: ignore[arg-type]
     return Plan(table.generation, steps, len(b.slots), arg_slots, result_slots, copy_results, b.decisions,
-                b.notes, b.work_order, fast)
+                b.notes, b.work_order, fast, b.machine)
 
 
 def describe_decisions(decisions: list[RegionDecision]) -> list[str]:

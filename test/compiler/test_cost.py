@@ -79,16 +79,67 @@ def test_cheaper_is_a_strict_total_preorder_where_unknown_never_wins(a, b) -> No
         assert cheaper(a, b) == (a.ns < b.ns)
 
 
-def test_machine_model_default_and_measure() -> None:
+def test_machine_model_default_is_documented_and_validated() -> None:
     d = MachineModel.default()
     assert d.bandwidth_bytes_per_s == 20e9 and d.flops_per_s == 50e9 and d.launch_ns == 500.0
-    m = MachineModel.measure()
-    assert MachineModel.measure() is m  # measured once per process
-    assert m.bandwidth_bytes_per_s > 0 and m.flops_per_s > 0 and m.launch_ns == d.launch_ns
+    assert d.source == "default"
+    assert d.describe() == "machine model (default): 20 GB/s, 50 GFLOP/s, launch 500 ns"
     with pytest.raises(ValueError, match="bandwidth_bytes_per_s must be finite and > 0"):
         MachineModel(0.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="launch_ns must be finite and >= 0"):
+        MachineModel(1.0, 1.0, math.inf)
+    with pytest.raises(ValueError, match="source must be a non-empty string"):
+        MachineModel(1.0, 1.0, 1.0, "")
     assert MACHINE.roofline_ns(1e9, 0) == pytest.approx(1e9)  # compute bound: 1 s
     assert MACHINE.roofline_ns(0, 10e9) == pytest.approx(1e9)  # memory bound: 1 s
+
+
+def test_machine_model_source_is_not_part_of_equality_and_round_trips() -> None:
+    m = MachineModel(12.5e9, 77e9, 123.0, "measured")
+    assert m == MachineModel(12.5e9, 77e9, 123.0)  # same numbers price alike
+    back = MachineModel.from_dict(m.as_dict())
+    assert back == m and back.source == "measured"
+    with pytest.raises(ValueError, match="missing flops_per_s"):
+        MachineModel.from_dict({"bandwidth_bytes_per_s": 1.0, "launch_ns": 1.0})
+    with pytest.raises(TypeError, match="needs a dict"):
+        MachineModel.from_dict([1, 2, 3])
+
+
+def _seed_measured(directory, model: MachineModel) -> None:
+    from fusebind.runtime.calibrate import machine_cache_path, machine_key, store_machine
+
+    key = machine_key()
+    assert store_machine(machine_cache_path(directory, key), key, model)
+
+
+def test_named_machine_models_and_measure_reaches_the_runtime(tmp_path, monkeypatch) -> None:
+    assert MachineModel.named("default") == MachineModel.default()
+    assert MachineModel.named(" Default ").source == "default"
+    with pytest.raises(ValueError, match="unknown machine model 'fast'; expected one of default, measured"):
+        MachineModel.named("fast")
+    # the measured model comes from the runtime's calibration, here a file seeded in a fresh cache dir
+    seeded = MachineModel(12.5e9, 77e9, 123.0, "measured")
+    _seed_measured(tmp_path, seeded)
+    monkeypatch.setenv("FUSEBIND_CACHE_DIR", str(tmp_path))
+    m = MachineModel.measure()
+    assert m == seeded and m.source == "measured"
+    assert MachineModel.measure() is m  # once per process (per cache location)
+    assert MachineModel.named("measured") is m
+
+
+def test_fuse_pass_keeps_the_default_machine_unless_asked(tmp_path, monkeypatch) -> None:
+    from fusebind.compiler.fusion_passes import FusePass, machine_with
+
+    assert FusePass(gate="all").context().machine.source == "default"
+    over = FusePass(gate="all", launch_ns=0.0).context().machine
+    assert over.launch_ns == 0.0 and over.bandwidth_bytes_per_s == 20e9 and over.source == "default, overridden"
+    seeded = MachineModel(12.5e9, 77e9, 123.0, "measured")
+    _seed_measured(tmp_path, seeded)
+    monkeypatch.setenv("FUSEBIND_CACHE_DIR", str(tmp_path))
+    assert FusePass(gate="all", machine="measured").context().machine == seeded
+    assert machine_with(-1.0, 2.0, seeded) == MachineModel(12.5e9, 2e9, 123.0)
+    with pytest.raises(ValueError, match="unknown machine model 'bogus'"):
+        FusePass(gate="all", machine="bogus").context()
 
 
 def _region(n: str = "1024") -> str:
