@@ -15,6 +15,6 @@ config.test_source_root = os.path.dirname(__file__)
 bindir = os.path.dirname(sys.executable)
 config.environment["PATH"] = os.pathsep.join([bindir, config.environment.get("PATH", os.environ.get("PATH", ""))])
 config.substitutions.append(("%python", sys.executable))
-for var in ("HOME", "XDG_CACHE_HOME", "FUSEBIND_CACHE_DIR", "TMPDIR"):
+for var in ("HOME", "XDG_CACHE_HOME", "FUSEBIND_CACHE_DIR", "FUSEBIND_CACHE", "FUSEBIND_MACHINE", "TMPDIR"):
     if var in os.environ:
         config.environment[var] = os.environ[var]
