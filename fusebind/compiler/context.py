@@ -30,7 +30,7 @@ KernelQuery = Callable[[Any, int, str], bool]
 DEFAULT_MAX_REGION_OPS = 64
 
 #: Extent assumed for each dynamic dimension when a cost must be priced
-#: symbolically (see `optimize.py`, "dynamic shapes").
+#: symbolically (see `pricing.py`).
 DEFAULT_SYMBOLIC_DIM = 1024
 
 
