@@ -84,21 +84,26 @@ class Recipe:
 # --------------------------------------------------------------------------- coercion
 
 
-def _parse_region_text(text: str) -> Operation:
-    from xdsl.parser import Parser
-    from xdsl.utils.exceptions import ParseError
+def _parse_ops(parser: Any) -> list[Operation]:
     from xdsl.utils.mlir_lexer import MLIRTokenKind
 
-    from fusebind.dialect import make_context
+    ops: list[Operation] = []
+    while (op := parser.parse_optional_operation()) is not None:
+        ops.append(op)
+    if parser._current_token.kind != MLIRTokenKind.EOF:
+        parser.raise_error("unexpected text after the last operation")
+    return ops
 
-    parser = Parser(make_context(), text, "<recipe>")
+
+def _parse_region_text(text: str) -> Operation:
+    from fusebind.dialect import IRParseError, make_context
+    from fusebind.dialect.source import parse_text
+
+    # The dialect's guarded parser: the same pre-scan, size caps and error
+    # mapping as parse_module, so nothing but a RecipeError leaves this door.
     try:
-        ops: list[Operation] = []
-        while (op := parser.parse_optional_operation()) is not None:
-            ops.append(op)
-        if parser._current_token.kind != MLIRTokenKind.EOF:
-            parser.raise_error("unexpected text after the last operation")
-    except ParseError as err:
+        ops, parser = parse_text(make_context(), text, "<recipe>", _parse_ops)
+    except IRParseError as err:
         raise RecipeParseError(f"recipe text does not parse: {err}") from err
     if not ops:
         raise RecipeParseError("recipe text holds no operation; pass a fused.region op or a module with one")

@@ -147,6 +147,27 @@ def test_text_must_hold_exactly_one_region() -> None:
         as_region(42)
 
 
+@pytest.mark.parametrize("text, message", [
+    ('"', 'recipe text does not parse: 1:1: unterminated string literal'),  # the very first token
+    ("%r = fused.region @e (" + "(" * 5000, "recipe text does not parse: 1:23: operand expected"),
+    (region_text().replace("@e ", "@e id 18446744073709551616 "),
+     "recipe text does not parse: 6:2: Integer value 18446744073709551616 is out of range"),  # xDSL verifies on parse
+    ("prim.constant dense<1.0> : tensor<100000000000x100000000000xf32>",
+     "recipe text does not parse: 1:"),  # an element count beyond int64 (OverflowError inside xDSL)
+    (region_text().replace("@e", '@"e' + "x" * 200), "recipe text does not parse: 2:20: unterminated string literal"),
+    ("prim.constant dense<1.0> : tensor<100000x100000xf32>", "recipe text does not parse: 1:20: dense attribute of "),
+])
+def test_every_parse_failure_of_recipe_text_is_a_recipe_parse_error(text: str, message: str) -> None:
+    with pytest.raises(RecipeParseError) as info:
+        as_region(text)
+    assert str(info.value).startswith(message), str(info.value)
+
+
+def test_region_text_still_parses_through_the_guarded_parser() -> None:
+    region = as_region(region_text(name="kept"))
+    assert region.region_name == "kept" and [op.name for op in region.body.blocks[0].ops] == ["prim.exp", "fused.yield"]
+
+
 def test_id_space_exhaustion_is_typed_and_existing_recipes_still_resolve() -> None:
     reg = RecipeRegistry(capacity=2)
     a = reg.register("exp", region_text("prim.exp"))

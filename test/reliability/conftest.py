@@ -94,20 +94,6 @@ def opt_run(argv: list[str], stdin_text: str = "") -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def has_long_unterminated_string(text: str, limit: int = 16) -> bool:
-    """Does a line hold an unclosed `"` followed by >= `limit` chars? Such input
-    hangs xDSL's lexer (exponential regex backtracking: the open bug
-    "unterminated string literal" in docs/RELIABILITY.md). The fuzzers steer
-    around it while that bug is open; test_fuzz_frontdoor.py has its reproducer."""
-    import re
-
-    for line in re.split(r"[\n\v\f]", text):
-        stripped = line.replace('\\\\', "").replace('\\"', "")
-        if stripped.count('"') % 2 == 1 and len(stripped) - stripped.rfind('"') > limit:
-            return True
-    return False
-
-
 def check_front_door(text: str) -> str:
     """The front-door contract for one input; returns 'ok' or the error type name.
 

@@ -127,8 +127,6 @@ def test_a_dimension_beyond_int64_is_a_parse_error() -> None:
     assert "index-sized integer" in info.value.message and info.value.line in (2, 3)  # reported after the op
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a huge splat prim.constant is materialised element by element while "
-                   "parsing (memory exhaustion, not a clear refusal); see docs/RELIABILITY.md")
 def test_a_huge_splat_constant_is_refused_before_it_is_materialised() -> None:
     proc = run_capped("""
         from fusebind.dialect import FusebindIRError, parse_module
