@@ -4,6 +4,11 @@ Owns: the op definitions (prim.py, fused.py), element/tensor types
 (types.py), the scalar semantics protocol (scalar.py), reading and printing IR
 text (`parse_module`, `print_module`), and the numpy reference interpreter
 (`interpret`). It imports nothing from the other fusebind packages.
+
+Limits of the text door (source.py): a `dense<...>` attribute may hold at
+most `MAX_DENSE_ELEMENTS` = 2**24 elements (splats included: xDSL stores
+them expanded); string literals must close on their line with valid escapes.
+Both are refused with a located `IRParseError` before xDSL does the work.
 """
 
 from __future__ import annotations

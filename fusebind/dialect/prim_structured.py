@@ -306,7 +306,8 @@ class MatmulOp(PrimOp):
 
 @irdl_op_definition
 class ConstantOp(PrimOp):
-    """`%c = prim.constant dense<[1.0, 2.0]> : tensor<2xf32>` (dense or splat)."""
+    """`%c = prim.constant dense<[1.0, 2.0]> : tensor<2xf32>` (dense or splat;
+    at most `source.MAX_DENSE_ELEMENTS` elements when parsed from text)."""
 
     name = "prim.constant"
     KIND: ClassVar[str] = "constant"

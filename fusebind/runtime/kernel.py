@@ -1,24 +1,66 @@
 """A callable kernel: a C function pointer, its signature, and its keep-alive.
 
-This module owns `Kernel` and its three constructors (ctypes function,
-shared library symbol, object code). A Kernel never decides where it is
-bound; the binding table does that.
+This module owns `Kernel` and its constructors (ctypes function, Python
+callable, shared library symbol, object code). A Kernel never decides where
+it is bound; the binding table does that.
+
+Python-callback kernels: ctypes swallows an exception raised inside a
+callback (it prints "Exception ignored on calling ctypes callback function"
+and returns), which would leave the outputs unwritten and the caller none the
+wiser. So every kernel whose code is a Python callable (`from_python`, or a
+CFUNCTYPE instance made from a Python callable given to `from_ctypes`) runs
+through a trampoline that catches the exception into a per-thread slot of
+the kernel; `Kernel.__call__` re-raises it after the foreign call returns.
+Such kernels say so (`python_callback`): callers that call `address`
+directly (the call thunk, prepared descriptor calls) must use `__call__` for
+them instead, or the exception is lost.
 """
 
 from __future__ import annotations
 
 import ctypes
+import gc
 import hashlib
 import os
 import sys
+import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from fusebind.runtime.dtypes import KernelSignature
 
 
 class KernelError(ValueError):
-    """A kernel could not be made from what was given."""
+    """A kernel could not be made from what was given, or a Python-callback
+    kernel raised (the original exception is the `__cause__`)."""
+
+
+class CallbackGuard:
+    """The trampoline around a Python kernel callable, and what the callable
+    raised, per thread (each thread's call checks only its own slot)."""
+
+    def __init__(self, fn: Callable[..., Any], prototype: Any) -> None:
+        self.fn = fn
+        self._slot = threading.local()
+        self._failed = None if getattr(prototype, "_restype_", None) is None else 0
+        self.callback = prototype(self._run)  # the C-callable closure; alive as long as the guard
+
+    def _run(self, *args: Any) -> Any:
+        try:
+            return self.fn(*args)
+        except BaseException as exc:  # everything: ctypes would print it and return as if all went well
+            if getattr(self._slot, "error", None) is None:
+                self._slot.error = exc
+            return self._failed
+
+    def clear(self) -> None:
+        self._slot.error = None
+
+    def take(self) -> BaseException | None:
+        """What the callable raised on this thread since `clear`, and clear."""
+        exc = getattr(self._slot, "error", None)
+        self._slot.error = None
+        return exc
 
 
 def _caller_source(depth: int) -> str:
@@ -42,8 +84,11 @@ class Kernel:
     """A kernel following the ABI of docs/INTERNAL-API.md.
 
     `function` is a ctypes function pointer typed by `signature`; `address`
-    is its integer address (the identity the table deduplicates on);
-    `keepalive` owns the code; `source` says where it came from.
+    is the integer address of the code it was made from (the identity the
+    table deduplicates on; for a Python callback given to `from_ctypes`, the
+    caller's pointer, while `function` calls the guard's trampoline);
+    `keepalive` owns the code; `source` says where it came from; `guard` is
+    set for Python-callback kernels (`python_callback`).
     """
 
     function: Any
@@ -51,14 +96,46 @@ class Kernel:
     address: int
     source: str
     keepalive: Any = field(default=None, repr=False)
+    #: the code is a Python callable behind a trampoline: call it only through
+    #: `__call__`, which re-raises what it raised (see the module docstring).
+    guard: CallbackGuard | None = field(default=None, repr=False)
+
+    @property
+    def python_callback(self) -> bool:
+        """The code is a Python callable: call only through `__call__`."""
+        return self.guard is not None
 
     @staticmethod
     def from_ctypes(cfunc: Any, *, signature: KernelSignature, source: str | None = None) -> "Kernel":
-        """Wrap a ctypes function pointer; `source` defaults to the caller's file:line."""
+        """Wrap a ctypes function pointer; `source` defaults to the caller's file:line.
+
+        A CFUNCTYPE instance made from a Python callable is re-wrapped like
+        `from_python` (same argument conversions as the original), so an
+        exception it raises reaches the caller instead of being swallowed.
+        """
         _check_signature(signature)
         address = _address_of(cfunc)
-        function = signature.cfunctype()(address)
-        return Kernel(function, signature, address, source or _caller_source(2), cfunc)
+        source = source or _caller_source(2)
+        guard = None
+        wrapped = _python_callable_of(cfunc)
+        if wrapped is not None:  # same conversions as the original, but exceptions are kept
+            guard = CallbackGuard(*wrapped)
+        # `address` stays the caller's pointer (the table's identity for "the same kernel twice").
+        function = signature.cfunctype()(_address_of(guard.callback) if guard else address)
+        return Kernel(function, signature, address, source, cfunc, guard)
+
+    @staticmethod
+    def from_python(fn: Callable[..., Any], *, signature: KernelSignature, source: str | None = None) -> "Kernel":
+        """A kernel whose code is the Python callable `fn`, called with one
+        pointer to a memref descriptor per operand (`signature.cfunctype()`
+        conversions). If `fn` raises, the call raises `KernelError` from it
+        (`KeyboardInterrupt`/`SystemExit` propagate as themselves)."""
+        _check_signature(signature)
+        if not callable(fn):
+            raise KernelError(f"Kernel.from_python needs a callable, got {fn!r}")
+        guard = CallbackGuard(fn, signature.cfunctype())
+        address = _address_of(guard.callback)
+        return Kernel(signature.cfunctype()(address), signature, address, source or _caller_source(2), fn, guard)
 
     @staticmethod
     def from_library(path: str | os.PathLike[str], symbol: str, *, signature: KernelSignature) -> "Kernel":
@@ -95,10 +172,41 @@ class Kernel:
         expected = len(self.signature.inputs) + len(self.signature.outputs)
         if len(descriptors) != expected:
             raise TypeError(f"kernel {self.source} takes {expected} memref descriptors, got {len(descriptors)}")
+        guard = self.guard
+        if guard is not None:
+            guard.clear()
         self.function(*(d if isinstance(d, ctypes._Pointer) else ctypes.byref(d) for d in descriptors))
+        exc = guard.take() if guard is not None else None
+        if exc is not None:
+            if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: not a kernel failure
+                raise exc
+            raise KernelError(
+                f"kernel {self.source} raised {type(exc).__name__}: {exc}; its outputs were not (fully) written"
+            ) from exc
 
     def __repr__(self) -> str:
         return f"Kernel({self.signature}, address=0x{self.address:x}, source={self.source!r})"
+
+
+def _python_callable_of(cfunc: Any) -> tuple[Callable[..., Any], Any] | None:
+    """(callable, CFUNCTYPE prototype) when `cfunc` is a ctypes callback made
+    from a Python callable, else None (C code: a library symbol, an address).
+
+    ctypes keeps the callback's closure (a `CThunkObject`) in `_objects`; the
+    thunk exposes its argument types, callable and result type only to the
+    garbage collector, in that order (CPython 3.11; anything else is refused)."""
+    objects = getattr(cfunc, "_objects", None)
+    thunks = [v for v in objects.values() if type(v).__name__ == "CThunkObject"] if isinstance(objects, dict) else []
+    if not thunks:
+        return None
+    refs = gc.get_referents(thunks[0])
+    if len(refs) == 3 and isinstance(refs[0], tuple) and callable(refs[1]):
+        argtypes, fn, restype = refs
+        return fn, ctypes.CFUNCTYPE(restype, *argtypes)
+    raise KernelError(
+        f"{cfunc!r} is a ctypes callback around a Python callable that fusebind cannot unwrap on this Python, and "
+        "ctypes would swallow any exception it raises; pass the callable to Kernel.from_python(fn, signature=...)"
+    )
 
 
 def _check_signature(signature: Any) -> None:

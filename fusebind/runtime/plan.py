@@ -62,6 +62,7 @@ from fusebind.compiler.cost import (
 )
 from fusebind.runtime.bindings import BindingTable
 from fusebind.runtime.call import SPLIT_THRESHOLD, KernelCall, split_pool
+from fusebind.runtime.dtypes import descriptor_for
 from fusebind.runtime.fused_kernels import CAP_SHAPE_DYNAMIC, CAP_SPLIT_AXIS0
 from fusebind.runtime.thunk import ANY_DIM, ThunkCall, ThunkUnavailable
 from fusebind.runtime.resolve import KernelMiss, compile_one, static_attrs
@@ -262,6 +263,14 @@ class _Builder:
         out_shape = _shape(op.results[0])
         alloc = self._out_array(op.results[0])
         self.owned.add(out)
+        if getattr(resolved.kernel, "python_callback", False):
+            guarded = _GuardedStep(resolved.kernel, out_shape if elementwise else None)
+
+            def run_guarded(env: Env) -> None:
+                o = alloc()
+                guarded([env[i] for i in ins], [o])
+                env[out] = o
+            return run_guarded
         large = elementwise and self.options.threads > 1 and int(np.prod(out_shape)) >= SPLIT_THRESHOLD  # type: ignore[arg-type]
         if not large and (not elementwise or all(s == out_shape for s in in_shapes)):
             # Operands described by their own shapes: the thunk makes it one native call.
@@ -420,6 +429,8 @@ class _Builder:
         `splittable`: the row has CAP_SPLIT_AXIS0."""
         in_shapes = [_shape(v) for v in region.operands]
         out_shapes = [_shape(v) for v in region.results]
+        if getattr(kernel, "python_callback", False):
+            return _GuardedStep(kernel, None)
         try:
             return _ThunkStep(kernel, in_shapes, out_shapes, splittable, self.options.threads)  # type: ignore[arg-type]
         except ThunkUnavailable as exc:
@@ -481,6 +492,24 @@ class _ThunkStep:
         ok = all([f.result() is not None for f in futures]) and ok
         if not ok:
             raise RuntimeError("fusebind internal error: the call thunk refused a chunk of a split call")
+
+
+class _GuardedStep:
+    """A Python-callback kernel (`Kernel.python_callback`): called through
+    `Kernel.__call__`, which re-raises what the callback raised. The thunk and
+    prepared descriptors call the address directly and would lose it."""
+
+    chunks = 1
+
+    def __init__(self, kernel: Any, broadcast_inputs_to: tuple[int, ...] | None) -> None:
+        self.kernel = kernel
+        self.broadcast_inputs_to = broadcast_inputs_to
+
+    def __call__(self, ins: list[Any], outs: list[np.ndarray]) -> None:
+        arrays = [_contig(np.asarray(a)) for a in ins]
+        if self.broadcast_inputs_to is not None:
+            arrays = [np.broadcast_to(a, self.broadcast_inputs_to) for a in arrays]
+        self.kernel(*(descriptor_for(a) for a in (*arrays, *outs)))
 
 
 class _DescriptorStep:

@@ -310,8 +310,6 @@ def test_a_writer_killed_mid_write_never_leaves_a_visible_partial_entry(tmp_path
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-@pytest.mark.xfail(strict=True, reason="BUG: a ctypes Python-callback kernel that raises returns normally, leaving "
-                   "the output unwritten (a silently wrong answer); see docs/RELIABILITY.md")
 def test_a_kernel_that_raises_through_a_python_callback_is_not_silent() -> None:
     from fusebind.runtime.dtypes import descriptor_for
     from fusebind.runtime.testing import noop_kernel

@@ -129,6 +129,130 @@ def test_kernel_from_library_missing_symbol_names_it(tmp_path) -> None:  # noqa:
         Kernel.from_library(tmp_path / "missing.so", "f", signature=F32_UNARY)
 
 
+# ----------------------------------------------------------------------------- Python-callback kernels
+
+
+def _doubler(fail_when: float | None = None):  # noqa: ANN202
+    def body(x_ptr, out_ptr):  # noqa: ANN001
+        x, out = x_ptr.contents, out_ptr.contents
+        if fail_when is not None and x.aligned[0] == fail_when:
+            raise ValueError(f"kernel failed on {fail_when}")
+        for i in range(x.sizes[0]):
+            out.aligned[i] = x.aligned[i] * 2.0
+    return body
+
+
+def _run(kernel: Kernel, x: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(x)
+    kernel(descriptor_for(x), descriptor_for(out))
+    return out
+
+
+def test_from_python_runs_and_flags_itself() -> None:
+    kernel = Kernel.from_python(_doubler(), signature=F32_UNARY)
+    assert kernel.python_callback and kernel.source.startswith("user:test_bindings.py:")
+    np.testing.assert_array_equal(_run(kernel, np.arange(4, dtype=np.float32)), np.arange(4) * 2)
+    with pytest.raises(KernelError, match="Kernel.from_python needs a callable, got 3"):
+        Kernel.from_python(3, signature=F32_UNARY)  # type: ignore[arg-type]
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")  # nothing swallowed by ctypes
+@pytest.mark.parametrize("make", ["from_python", "from_ctypes"])
+def test_a_raising_python_kernel_raises_kernel_error_from_the_original(make: str) -> None:
+    body = _doubler(fail_when=1.0)
+    if make == "from_python":
+        kernel = Kernel.from_python(body, signature=F32_UNARY, source="user:k")
+    else:
+        kernel = Kernel.from_ctypes(F32_UNARY.cfunctype()(body), signature=F32_UNARY, source="user:k")
+    assert kernel.python_callback
+    with pytest.raises(KernelError, match=r"^kernel user:k raised ValueError: kernel failed on 1.0; its outputs") as info:
+        _run(kernel, np.ones(4, np.float32))
+    assert isinstance(info.value.__cause__, ValueError)
+    # the error was consumed: the next call of the same kernel succeeds
+    np.testing.assert_array_equal(_run(kernel, np.full(4, 3, np.float32)), np.full(4, 6))
+
+
+def test_from_ctypes_keeps_the_callers_argument_conversions_and_pointer() -> None:
+    seen: list[object] = []
+    proto = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)  # raw addresses, not descriptor pointers
+    cfunc = proto(lambda a, b: seen.append((type(a), type(b))))
+    kernel = Kernel.from_ctypes(cfunc, signature=F32_UNARY)
+    assert kernel.python_callback and kernel.address == ctypes.cast(cfunc, ctypes.c_void_p).value
+    _run(kernel, np.ones(2, np.float32))
+    assert seen == [(int, int)]
+
+
+def test_c_code_is_not_a_python_callback() -> None:
+    libc = ctypes.util.find_library("c")
+    if libc is None:
+        pytest.skip("no libc found by ctypes.util.find_library")
+    symbol = ctypes.CDLL(libc).abs
+    assert not Kernel.from_ctypes(symbol, signature=F32_UNARY).python_callback
+    address = ctypes.cast(symbol, ctypes.c_void_p).value
+    assert not Kernel.from_ctypes(F32_UNARY.cfunctype()(address), signature=F32_UNARY).python_callback
+
+
+def test_keyboard_interrupt_in_a_python_kernel_propagates_as_itself() -> None:
+    def body(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _run(Kernel.from_python(body, signature=F32_UNARY), np.ones(2, np.float32))
+
+
+def test_python_kernel_errors_are_per_thread() -> None:
+    kernel = Kernel.from_python(_doubler(fail_when=1.0), signature=F32_UNARY)
+    barrier = threading.Barrier(8)
+    outcomes: dict[int, str] = {}
+
+    def work(i: int) -> None:
+        barrier.wait()
+        for _ in range(50):
+            x = np.full(8, float(i % 2), np.float32)  # odd threads fail, even ones succeed
+            try:
+                out = _run(kernel, x)
+                outcome = "ok" if np.array_equal(out, x * 2) else "wrong"
+            except KernelError:
+                outcome = "error"
+            if outcomes.setdefault(i, outcome) != outcome:
+                outcomes[i] = "mixed"
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes == {i: "error" if i % 2 else "ok" for i in range(8)}
+
+
+def _fused_text(n: int) -> str:
+    t = f"tensor<{n}xf32>"
+    return (f"func.func @f(%a: {t}) -> {t} {{\n  %r = fused.region @dbl (%a) : ({t}) -> {t} {{\n"
+            f"  ^bb0(%x: {t}):\n    %y = prim.add %x, %x : ({t}, {t}) -> {t}\n    fused.yield %y : {t}\n  }}\n"
+            f"  func.return %r : {t}\n}}\n")
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+def test_the_executor_calls_python_kernels_through_the_guard() -> None:
+    import fusebind as fb
+    from fusebind.dialect import parse_module
+    from fusebind.runtime.fused_kernels import adopt_runtime_fused
+    from fusebind.runtime.testing import isolated_global_state
+
+    with isolated_global_state():
+        region = next(op for op in parse_module(_fused_text(4)).walk() if op.name == "fused.region")
+        cheap = CostEstimate(flops=0, bytes=1, ns=1e-3, trust="measured")
+        adopt_runtime_fused("dbl", region, Kernel.from_python(_doubler(fail_when=1.0), signature=F32_UNARY),
+                            ("f32", "f32"), "cpu", cost=cheap)
+        f = fb.compile(_fused_text(4), optimize=None)
+        x = np.arange(2, 6, dtype=np.float32)
+        (decision,) = f.executor.plan_for([x]).decisions
+        assert decision.arm == "fused" and f.executor.plan_for([x]).fast is None
+        np.testing.assert_array_equal(f(x), x * 2)
+        with pytest.raises(KernelError, match="kernel failed on 1.0"):
+            f(np.ones(4, np.float32))
+
+
 # ----------------------------------------------------------------------------- BindingTable
 
 
