@@ -2,7 +2,8 @@
 
 Candidates, per function, timed interleaved in one process (medians, ratios):
   fastmath     our arith-only approximations (fusebind.lowering.fastmath)
-  fastmath512  the same with the kernel marked prefer-vector-width=512
+  fastmath512  the same with the kernel marked prefer-vector-width=512 and
+               exp's 2**n scaling by llvm.intr.ldexp (the lowering's AVX-512 form)
   libm         math.<fn> lowered to scalar libm calls (the loop stays scalar)
   libmvec      math.<fn> vectorized by LLVM into llvm.<fn>.v8f32, then those
                intrinsics renamed to glibc's libmvec _ZGVdN8v_<fn>f (AVX2)
@@ -46,7 +47,9 @@ def body(fn: str, variant: str) -> tuple[str, str]:
     """(scalar body computing %r from %a, extra module-level definitions)."""
     if variant.startswith("fastmath"):
         name = fastmath.function_name(fn, "f32")
-        return f"%r = func.call @{name}(%a) : (f32) -> f32", fastmath.definitions([(fn, "f32")])
+        # 512: as the lowering builds it on AVX-512 hosts (ldexp scaling: one vscalefps)
+        defs = fastmath.definitions([(fn, "f32")], ldexp=variant == "fastmath512")
+        return f"%r = func.call @{name}(%a) : (f32) -> f32", defs
     if variant == "copy":
         return "%r = arith.addf %a, %a : f32", ""
     if fn == "sigmoid":

@@ -29,10 +29,13 @@ class BuiltObject:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def default_fastmath() -> tuple[Callable[[str, str], str | None], Callable[[Iterable[tuple[str, str]]], str]] | None:
+def default_fastmath(ldexp: bool | None = None
+                     ) -> tuple[Callable[[str, str], str | None], Callable[[Iterable[tuple[str, str]]], str]] | None:
     """(name-of, definitions) from `fastmath.py`, or None if it is not importable.
 
-    The definitions use `llvm.intr.ldexp` on AVX-512 hosts (asks llvmlite for the host once).
+    `ldexp`: scale exp by `llvm.intr.ldexp` (`fastmath.definitions`); None = on AVX-512
+    hosts (asks llvmlite for the host once). False for text xDSL must parse back (it
+    does not know `llvm.intr.ldexp`).
     """
     try:
         from fusebind.lowering import fastmath
@@ -44,12 +47,14 @@ def default_fastmath() -> tuple[Callable[[str, str], str | None], Callable[[Iter
             return fastmath.function_name(fn, elem)
         return None
 
-    from fusebind.lowering.codegen import host_target
+    if ldexp is None:
+        from fusebind.lowering.codegen import host_target
 
-    ldexp = host_target().has_avx512  # one vscalefps per exp (fastmath.definitions)
+        ldexp = host_target().has_avx512  # one vscalefps per exp (fastmath.definitions)
+    use_ldexp = ldexp
 
     def definitions(needed: Iterable[tuple[str, str]]) -> str:
-        return fastmath.definitions(needed, ldexp=ldexp)
+        return fastmath.definitions(needed, ldexp=use_ldexp)
 
     return name_of, definitions
 

@@ -1,6 +1,8 @@
 """Vectorizable fast math: MLIR definitions of exp, expm1, log, tanh, erf and
 sigmoid built from arith ops (plus math.fma / absf / copysign / roundeven,
-which lower to LLVM intrinsics, never to libm calls).
+which lower to LLVM intrinsics, never to libm calls; and, when asked with
+``definitions(..., ldexp=True)``, one ``llvm.intr.ldexp`` in f32 exp, which is
+one ``vscalefps`` on AVX-512 hosts and a libm call per lane elsewhere).
 
 This module owns the approximations and their constants. It emits MLIR text
 only: it imports neither ``mlir`` nor ``llvmlite``, and it does not decide
@@ -14,15 +16,19 @@ Error bounds (measured, see docs/FASTMATH.md and test/lowering/test_fastmath.py)
 are stated in ``ULP_BOUNDS``. Every function propagates NaN and gets the IEEE
 edge cases right (±0, ±inf, denormals, overflow, underflow).
 
-How the approximations work (all constants are derived below from exact
-rationals, nothing is fitted by hand):
+How the approximations work (constants are derived below from exact
+rationals, except the f32 minimax and erf Chebyshev coefficients, computed
+offline by the documented procedures and listed literally):
 
 * exp / expm1: ``x = n*ln2 + r`` (Cody-Waite with a two-part ln2, FMA),
-  ``expm1(r)`` by its Taylor series on ``|r| <= ln2/2``, then scaling by
-  ``2**n`` in two steps so results in the denormal range round once.
-* log: ``x = 2**e * m`` with ``m`` in ``[sqrt(1/2), sqrt(2))``, ``f = m - 1``,
-  ``s = f/(2+f)``, ``log1p(f) = f - (f*f/2 - s*(f*f/2 + R(s*s)))`` with the
-  ``atanh`` series for ``R``; denormal inputs are rescaled first.
+  f32 exp: ``exp(r) = 1 + r + r*r*P(r)`` with a degree-4 minimax P (fitted
+  offline, see ``_EXP_P_F32``); expm1 and f64: the Taylor series on
+  ``|r| <= ln2/2``; then scaling by ``2**n`` (ldexp, or two steps so results
+  in the denormal range round once).
+* log f32: ``x = 2**e * m`` with ``m`` in ``[sqrt(1/2), sqrt(2))``, ``f = m - 1``,
+  ``log1p(f) = f + f*f*Q(f)`` with a degree-8 minimax Q, no division.
+  log f64: ``s = f/(2+f)``, ``log1p(f) = f - (f*f/2 - s*(f*f/2 + R(s*s)))``
+  with the ``atanh`` series for ``R``. Denormal inputs are rescaled first.
 * tanh: ``t = -expm1(-2|x|) / (expm1(-2|x|) + 2)``, sign restored by copysign
   (no cancellation anywhere, saturates to ±1 exactly).
 * sigmoid: ``e = exp(-|x|)``; ``1/(1+e)`` for ``x >= 0``, ``e/(1+e)`` else

@@ -34,11 +34,13 @@ def _regions(module: ModuleOp) -> list[Any]:
     return [op for op in module.walk() if op.name == "fused.region"]
 
 
-def _kernel_texts(module: ModuleOp, dynamic: bool, fastmath: bool, rowwise: bool = True) -> list[Any]:
+def _kernel_texts(module: ModuleOp, dynamic: bool, fastmath: bool, rowwise: bool = True,
+                  xdsl_readable: bool = False) -> list[Any]:
+    """xdsl_readable: fastmath without `llvm.intr.ldexp` (xDSL cannot parse it back)."""
     from fusebind.lowering.build import default_fastmath
     from fusebind.lowering.emit import emit_linalg
 
-    fm = default_fastmath() if fastmath else None
+    fm = default_fastmath(ldexp=False if xdsl_readable else None) if fastmath else None
     kw: dict[str, Any] = {"dynamic": dynamic, "fastmath": fm[0] if fm else None,
                           "fastmath_defs": fm[1] if fm else None, "rowwise": rowwise}
     regions = _regions(module)
@@ -108,7 +110,8 @@ class LowerToLinalgPass(ModulePass):
         from xdsl.dialects import get_all_dialects
         from xdsl.parser import Parser
 
-        text = _merge([k.text for k in _kernel_texts(op, self.dynamic, self.fastmath, self.rowwise)])
+        text = _merge([k.text for k in _kernel_texts(op, self.dynamic, self.fastmath, self.rowwise,
+                                                      xdsl_readable=True)])
         upstream = Context()
         for name, factory in get_all_dialects().items():
             upstream.register_dialect(name, factory)
