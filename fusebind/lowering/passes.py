@@ -12,13 +12,13 @@ They register with the driver's registry on import (the driver imports
   (linalg on tensors) of its kernels: one func per `fused.region`, or per
   `func.func` when the module has no regions. The result is printed by the
   driver; upstream MLIR parses and verifies it (test/lit/lowering).
-- lower-to-llvm{dynamic fastmath}: writes the LLVM IR of those kernels to
-  stdout (LLVM IR is not MLIR, so the driver's own print is an empty module).
+- lower-to-llvm{dynamic fastmath}: makes the LLVM IR of those kernels the
+  pipeline's text output (`set_text_output`): `fusebind-opt` prints that text
+  instead of the module (LLVM IR is not MLIR), to stdout or `-o`.
 """
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from fusebind.compiler.passes import register_pass
+from fusebind.compiler.passes import register_pass, set_text_output
 from fusebind.lowering.errors import LoweringError
 
 
@@ -139,8 +139,7 @@ class LowerToLlvmPass(ModulePass):
             llvm_ir = lower_to_llvm_ir(text)
         except LoweringError as exc:
             raise ValueError(f"{exc}") from None
-        sys.stdout.write(llvm_ir)
-        sys.stdout.flush()
+        set_text_output(op, llvm_ir)
         for child in list(op.body.block.ops):
             child.detach()
             child.erase()
