@@ -199,8 +199,37 @@ def _message(exc: Exception, diagnostics: list[str]) -> str:
     return text + ("\n" + "\n".join(extra) if extra else "")
 
 
+def _non_llvm_ops(module: Any, limit: int = 5) -> list[str]:
+    """Names of the first ops (at most `limit`, distinct) that are neither
+    `builtin.module` nor `llvm.*`: what the translation cannot take."""
+    from mlir import ir
+
+    found: list[str] = []
+
+    def visit(op: Any) -> Any:
+        name = op.name
+        if name != "builtin.module" and not name.startswith("llvm.") and name not in found:
+            found.append(name)
+            if len(found) >= limit:
+                return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found
+
+
 def translate_to_llvm_ir(module: Any) -> str:
-    """LLVM IR text of an `ir.Module` already in the LLVM dialect (stage translate)."""
+    """LLVM IR text of an `ir.Module` already in the LLVM dialect (stage translate).
+
+    Raises `LoweringError("translate", …)` if any op other than `builtin.module`
+    and `llvm.*` remains: MLIR's `…ToString` helper would crash the process on
+    such a module (docs/RELIABILITY.md, bug 4) instead of failing.
+    """
+    left = _non_llvm_ops(module)
+    if left:
+        raise LoweringError.at("translate", f"the module is not fully in the LLVM dialect: {', '.join(left)} "
+                               "remain; run a pipeline that converts them to llvm.* ops "
+                               "(e.g. the default `pipeline_text()`) before translating", str(module))
     capi = _c_api()
     ctx = module.context
     if ctx is not _thread_context.ctx:  # the reused context registered them when it was made

@@ -127,3 +127,22 @@ def test_unsupported_op_is_an_emit_error() -> None:
         emit_linalg(next(iter(parse_module(text).ops)))
     assert info.value.stage == "emit" and "reshape needs static shapes" in info.value.message
     assert "prim.reshape" in info.value.ir
+
+
+def test_translating_a_half_lowered_module_names_what_is_left_and_replays() -> None:
+    from fusebind.lowering.emit import emit_linalg
+    from fusebind.lowering.pipeline import translate_to_llvm_ir
+
+    emitted = emit_linalg(_region(parse_module(REGION_MODULE)), "k")
+    module = run_upstream_pipeline(emitted.text,
+                                   pipeline="builtin.module(convert-func-to-llvm,reconcile-unrealized-casts)")
+    with pytest.raises(LoweringError) as info:
+        translate_to_llvm_ir(module)
+    err = info.value
+    assert err.stage == "translate" and "not fully in the LLVM dialect" in err.message
+    assert "linalg.generic" in err.message and "builtin.module" not in err.message.split("remain")[0]
+    assert "linalg.generic" in err.ir
+    # The reproducer replays the same refusal (in a subprocess: a regression would crash it, not us).
+    proc = subprocess.run([sys.executable, "-m", *err.reproducer.split(" -m ")[1].split()],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "translate: the module is not fully in the LLVM dialect" in proc.stderr

@@ -102,8 +102,6 @@ def test_llvm_rejecting_the_ir_is_a_staged_error_and_nothing_is_cached(tmp_path:
     assert compile_llvm_ir(good, emitted.entry)[:4] == b"\x7fELF"  # the codegen state is not poisoned
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: translate_to_llvm_ir segfaults on a module not fully in the LLVM "
-                   "dialect; see docs/RELIABILITY.md")
 def test_translating_a_half_lowered_module_is_an_error_not_a_segfault() -> None:
     script = textwrap.dedent("""
         import sys
