@@ -5,13 +5,18 @@ Owns: `ObjectCache` (one directory of object files), `cache_key` and
 `$XDG_CACHE_HOME/fusebind`, else `~/.cache/fusebind`; `FUSEBIND_CACHE=0`
 turns it off).
 
-An entry is `MAGIC`, the sha256 of the payload, the symbol, then the object
-bytes. It is written to a temp file in the same directory and renamed into
+An entry is `MAGIC`, the sha256 of `symbol + b"\n" + code`, the symbol, then
+the object bytes (an entry of another `MAGIC`, e.g. written by an older
+fusebind, is treated like a corrupt one: a miss, rebuilt and overwritten). It
+is written to a temp file in the same directory and renamed into
 place (atomic on POSIX), so several processes can share one cache; readers
 verify the hash and treat a corrupt or truncated entry as a miss (it is then
 rebuilt and overwritten). Files are created 0o600 in a 0o700 directory. A
 read-only or full directory only costs the cache: the first failed write
-warns, later ones are silent, compilation goes on.
+warns, later ones are silent, compilation goes on. A writer killed between
+creating its temp file and the rename leaves a `.tmp-*` file that no reader
+ever opens; `put` removes such files older than `STALE_TEMP_SECONDS`, best
+effort (a failure to sweep never fails the put).
 
 Must not: import `mlir` or `llvmlite` (a hit has to be cheap).
 """
@@ -23,14 +28,19 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-MAGIC = b"FBOBJ1\n"
+# The entry format. FBOBJ2: the hash covers the symbol line too (FBOBJ1 hashed the code only).
+MAGIC = b"FBOBJ2\n"
 # Bump when emit.py / pipeline.py change what a given key compiles to.
 FORMAT_VERSION = "1"
+# A temp file this old belongs to a writer that died (a live one renames within seconds).
+STALE_TEMP_SECONDS = 3600.0
+TEMP_PREFIX = ".tmp-"
 
 
 class CacheWarning(UserWarning):
@@ -97,13 +107,18 @@ class ObjectCache:
         """Store atomically. Returns False (and warns once) if the directory cannot take it."""
         if self.directory is None:
             return False
+        if "\n" in entry.symbol:
+            raise ValueError(f"ObjectCache.put: the symbol {entry.symbol!r} contains a newline; "
+                             "an entry stores it on one line (kernel symbols are fb_ + alphanumerics)")
         tmp: str | None = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".o", dir=self.directory)  # created 0o600
+            fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".o", dir=self.directory)  # created 0o600
             with os.fdopen(fd, "wb") as f:
                 f.write(_encode(entry))
             os.replace(tmp, self.path_of(key))
+            tmp = None
+            self.sweep_stale_temps()
             return True
         except OSError as exc:
             if tmp is not None:
@@ -118,6 +133,29 @@ class ObjectCache:
                               "or FUSEBIND_CACHE=0 to silence this.", CacheWarning, stacklevel=3)
             return False
 
+    def sweep_stale_temps(self, older_than: float = STALE_TEMP_SECONDS) -> int:
+        """Remove `.tmp-*` files not modified for `older_than` seconds (left by
+        writers that died before their rename). Best effort: never raises;
+        returns how many were removed."""
+        if self.directory is None:
+            return 0
+        cutoff = time.time() - older_than
+        removed = 0
+        try:
+            with os.scandir(self.directory) as entries:
+                for e in entries:
+                    if not e.name.startswith(TEMP_PREFIX):
+                        continue
+                    try:
+                        if e.is_file(follow_symlinks=False) and e.stat(follow_symlinks=False).st_mtime < cutoff:
+                            os.unlink(e.path)
+                            removed += 1
+                    except OSError:  # gone already (another sweeper), or not ours to remove
+                        continue
+        except OSError:
+            pass
+        return removed
+
 
 @functools.lru_cache(maxsize=16)
 def _shared(directory: str | None) -> ObjectCache:
@@ -131,9 +169,16 @@ def default_cache() -> ObjectCache:
     return _shared(str(where) if where is not None else None)
 
 
+def _digest(symbol: bytes, code: bytes) -> bytes:
+    h = hashlib.sha256(symbol)
+    h.update(b"\n")
+    h.update(code)
+    return h.hexdigest().encode()
+
+
 def _encode(entry: CachedObject) -> bytes:
-    digest = hashlib.sha256(entry.object_code).hexdigest().encode()
-    return MAGIC + digest + b"\n" + entry.symbol.encode() + b"\n" + entry.object_code
+    symbol = entry.symbol.encode()
+    return MAGIC + _digest(symbol, entry.object_code) + b"\n" + symbol + b"\n" + entry.object_code
 
 
 def _decode(data: bytes) -> CachedObject | None:
@@ -144,7 +189,7 @@ def _decode(data: bytes) -> CachedObject | None:
     symbol, sep2, code = rest.partition(b"\n")
     if not sep or not sep2 or not code:
         return None
-    if hashlib.sha256(code).hexdigest().encode() != digest:
+    if _digest(symbol, code) != digest:
         return None
     try:
         return CachedObject(symbol.decode(), code)

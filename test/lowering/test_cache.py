@@ -3,11 +3,13 @@ handling, read-only directories, and a hit in a new process without mlir."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import pytest
 
 from fusebind.dialect import parse_module
 from fusebind.lowering import ObjectCache, decompose_region
-from fusebind.lowering.cache import CacheWarning, CachedObject
+from fusebind.lowering.cache import MAGIC, STALE_TEMP_SECONDS, CacheWarning, CachedObject
 
 from lowering_helpers import REGION_MODULE, _region
 
@@ -145,3 +147,68 @@ def test_concurrent_writers_leave_one_valid_entry(tmp_path: Path) -> None:
     procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path)]) for _ in range(3)]
     assert [p.wait() for p in procs] == [0, 0, 0]
     assert [p.name for p in tmp_path.iterdir()] == ["same.o"]
+
+
+def test_the_entry_hash_covers_symbol_and_code(tmp_path: Path) -> None:
+    cache = ObjectCache(tmp_path)
+    assert cache.put("k", CachedObject("fb_k", b"\x7fELF-code"))
+    data = (tmp_path / "k.o").read_bytes()
+    assert data.startswith(MAGIC)
+    assert hashlib.sha256(b"fb_k\n\x7fELF-code").hexdigest().encode() in data
+    for damaged in (data.replace(b"fb_k", b"fb_x"), data.replace(b"fb_k\n", b"fb_k\n\n")):
+        (tmp_path / "k.o").write_bytes(damaged)
+        assert cache.get("k") is None
+    with pytest.raises(ValueError, match="contains a newline"):
+        cache.put("k2", CachedObject("fb\nk", b"code"))
+    assert not (tmp_path / "k2.o").exists() and not list(tmp_path.glob(".tmp-*"))
+
+
+def test_an_entry_of_the_previous_format_is_refused_and_rebuilt(tmp_path: Path) -> None:
+    cache = ObjectCache(tmp_path)
+    module = parse_module(REGION_MODULE)
+    first = decompose_region(_region(module), cache=cache)
+    (entry,) = tmp_path.glob("*.o")
+    current = entry.read_bytes()
+    # FBOBJ1: same layout, but the hash covered the code only.
+    code = first.object_code
+    old = b"FBOBJ1\n" + hashlib.sha256(code).hexdigest().encode() + b"\n" + first.symbol.encode() + b"\n" + code
+    entry.write_bytes(old)
+    assert cache.get(entry.stem) is None
+    again = decompose_region(_region(module), cache=cache)
+    assert not again.from_cache and again.object_code == code
+    assert entry.read_bytes() == current  # overwritten in the current format
+    assert decompose_region(_region(module), cache=cache).from_cache
+
+
+def test_put_sweeps_temp_files_older_than_an_hour(tmp_path: Path) -> None:
+    cache = ObjectCache(tmp_path)
+    stale = tmp_path / ".tmp-dead-writer.o"
+    fresh = tmp_path / ".tmp-live-writer.o"
+    other = tmp_path / "notes.txt"
+    for p in (stale, fresh, other):
+        p.write_bytes(b"partial")
+    old = time.time() - STALE_TEMP_SECONDS - 60
+    os.utime(stale, (old, old))
+    os.utime(other, (old, old))
+    assert cache.put("k", CachedObject("fb_k", b"code"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([fresh.name, other.name, "k.o"])
+    assert cache.get("k") == CachedObject("fb_k", b"code")
+
+
+def test_a_failing_sweep_never_fails_the_put(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = ObjectCache(tmp_path)
+    stale = tmp_path / ".tmp-dead-writer.o"
+    stale.write_bytes(b"partial")
+    old = time.time() - STALE_TEMP_SECONDS - 60
+    os.utime(stale, (old, old))
+
+    def refuse(path: object, *args: object, **kw: object) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(os, "unlink", refuse)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a failed sweep does not even warn
+        assert cache.put("k", CachedObject("fb_k", b"code"))
+    monkeypatch.undo()
+    assert stale.exists() and cache.get("k") == CachedObject("fb_k", b"code")
+    assert cache.sweep_stale_temps() == 1 and not stale.exists()

@@ -152,8 +152,6 @@ def test_every_truncation_or_bit_flip_of_an_entry_is_detected_and_rebuilt(tmp_pa
     np.testing.assert_array_equal(run_kernel(kernel, a, b, out_like=a), expected("sub", a, b))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: the cache entry hash covers the object code but not the symbol; "
-                   "see docs/RELIABILITY.md")
 def test_the_entry_hash_covers_the_symbol_too(tmp_path: Path) -> None:
     from fusebind.lowering.cache import CachedObject
 
