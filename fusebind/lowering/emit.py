@@ -14,6 +14,12 @@ reshape `tensor.collapse_shape`/`expand_shape`; broadcast_to a copying
 generic; constants `arith.constant dense`; matmul `linalg.matmul`
 (correct but slow: the runtime binds BLAS instead).
 
+Size cap: every static tensor type in the kernel (arguments, results,
+intermediates) must hold at most `MAX_TENSOR_BYTES` = 2^62 bytes, counting
+its strides too (a zero dim does not excuse the product of the others);
+MLIR's index arithmetic is int64 and asserts (aborting the process) on an
+overflowing layout, so such a shape is refused here with `LoweringError("emit")`.
+
 Must not: run MLIR (that is `pipeline.py`); import `mlir`.
 """
 
@@ -28,6 +34,11 @@ from fusebind.lowering.errors import LoweringError
 from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder, float_literal, int_literal, is_float
 
 Dim = int | str  # a static size, or the SSA name of an `index` value
+
+# The largest static tensor a kernel may name: 2^62 bytes leaves int64 headroom for
+# MLIR's size, stride and byte-offset arithmetic (see the module docstring).
+MAX_TENSOR_BYTES = 1 << 62
+_ELEMENT_BYTES = {"i1": 1, "i8": 1, "i16": 2, "f16": 2, "i32": 4, "f32": 4, "i64": 8, "f64": 8}
 
 
 @dataclass(frozen=True)
@@ -487,6 +498,7 @@ def _emit(region_or_func: Any, name: str, dynamic: bool, strided: bool,
     from fusebind.lowering import rowwise as rw
 
     block = _block_of(region_or_func)
+    _check_sizes(block)
     em = _Emitter(fastmath)
     values: dict[Any, _Value] = {}
     inputs: list[TensorSpec] = []
@@ -527,6 +539,50 @@ def _emit(region_or_func: Any, name: str, dynamic: bool, strided: bool,
     if em.called and fastmath_defs is not None:
         text = fastmath_defs(sorted(em.called)) + "\n" + text
     return EmittedKernel(f"module {{\n{text}}}\n", name, tuple(inputs), tuple(outputs), isinstance(plan, rw.RowPlan))
+
+
+def _static_size_error(t: Any) -> str | None:
+    """Why the static shape of type `t` is too large for a kernel, or None if it fits."""
+    if not hasattr(t, "get_shape"):
+        return None
+    dims = [int(d) for d in t.get_shape() if d >= 0]  # dynamic dims are checked by nothing static
+    try:
+        width = _ELEMENT_BYTES.get(element_name(t), 8)
+    except ScalarEmitError:
+        width = 8
+    elements = 1
+    for d in dims:
+        elements *= d
+    if elements * width > MAX_TENSOR_BYTES:
+        return (f"{t} has {elements} elements, more than the {MAX_TENSOR_BYTES // width} "
+                f"({width}-byte) elements of the {MAX_TENSOR_BYTES}-byte (2^62) cap on a static tensor")
+    # Strides are products of trailing dims; with a zero dim the count is 0 but they still overflow.
+    stride = 1
+    for d in reversed(dims):
+        if stride * width > MAX_TENSOR_BYTES:
+            return (f"{t} has a stride of {stride} elements, more than the {MAX_TENSOR_BYTES // width} "
+                    f"({width}-byte) elements of the {MAX_TENSOR_BYTES}-byte (2^62) cap on a static tensor")
+        stride *= max(d, 1)
+    return None
+
+
+def _check_sizes(block: Any) -> None:
+    """Refuse a kernel naming a static tensor type beyond `MAX_TENSOR_BYTES` (before
+    MLIR sees it: its layout arithmetic aborts the process on int64 overflow)."""
+    types = [a.type for a in block.args]
+    for op in block.walk():
+        types.extend(r.type for r in op.results)
+        types.extend(a.type for region in op.regions for b in region.blocks for a in b.args)
+    seen: set[str] = set()
+    for t in types:
+        key = str(t)
+        if key in seen:
+            continue
+        seen.add(key)
+        problem = _static_size_error(t)
+        if problem is not None:
+            raise LoweringError.at("emit", f"{problem}; split the computation or use dynamic dims "
+                                   "(the shape cannot be allocated anyway)", _safe_print(block.parent_op() or block))
 
 
 def _out_spec(v: _Value, dynamic: bool) -> TensorSpec:

@@ -146,3 +146,63 @@ def test_translating_a_half_lowered_module_names_what_is_left_and_replays() -> N
     proc = subprocess.run([sys.executable, "-m", *err.reproducer.split(" -m ")[1].split()],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "translate: the module is not fully in the LLVM dialect" in proc.stderr
+
+
+def _exp_func(ty: str, out: str | None = None) -> str:
+    """func of one prim.exp over `ty` (then a sum into `out` when given)."""
+    body = f"  %e = prim.exp %a : {ty} -> {ty}\n"
+    ret, rty = "%e", ty
+    if out is not None:
+        body += f"  %s = prim.reduce_sum %e {{axes = array<i64: 0>}} : {ty} -> {out}\n"
+        ret, rty = "%s", out
+    return f"func.func @f(%a: {ty}) -> {rty} {{\n{body}  func.return {ret} : {rty}\n}}"
+
+
+@pytest.mark.parametrize("ty, count", [
+    ("tensor<" + "2x" * 64 + "f32>", 2**64),                 # the element count overflows int64
+    ("tensor<" + "2x" * 62 + "f32>", 2**62),                 # fits int64, but not in bytes
+    ("tensor<1073741824x1073741824x8xi8>", 2**63),           # 1-byte elements: the count itself
+])
+def test_a_static_shape_beyond_the_byte_cap_is_an_emit_error(ty: str, count: int) -> None:
+    from fusebind.lowering.emit import MAX_TENSOR_BYTES, emit_linalg
+
+    if "i8" in ty:
+        text = f"func.func @f(%a: {ty}) -> {ty} {{\n  func.return %a : {ty}\n}}"
+    else:
+        text = _exp_func(ty)
+    with pytest.raises(LoweringError) as info:
+        emit_linalg(next(iter(parse_module(text).ops)))
+    err = info.value
+    assert err.stage == "emit" and MAX_TENSOR_BYTES == 2**62
+    assert err.message.startswith(f"{ty} has {count} elements, more than the ")
+    assert "(2^62) cap on a static tensor" in err.message and ty in err.ir
+
+
+def test_an_overflowing_stride_is_refused_even_when_a_zero_dim_empties_the_tensor() -> None:
+    from fusebind.lowering.emit import emit_linalg
+
+    ty = "tensor<0x" + "2x" * 63 + "f32>"
+    with pytest.raises(LoweringError) as info:
+        emit_linalg(next(iter(parse_module(_exp_func(ty)).ops)))
+    assert info.value.stage == "emit" and info.value.message.startswith(f"{ty} has a stride of {2**61} elements")
+
+
+def test_an_overflowing_intermediate_is_refused() -> None:
+    from fusebind.lowering.emit import emit_linalg
+
+    big, small = "tensor<4611686018427387904x4xf32>", "tensor<4xf32>"
+    text = (f"func.func @f(%a: {small}) -> {small} {{\n"
+            f"  %b = prim.broadcast_to %a : {small} -> {big}\n"
+            f"  %s = prim.reduce_sum %b {{axes = array<i64: 0>}} : {big} -> {small}\n"
+            f"  func.return %s : {small}\n}}")
+    with pytest.raises(LoweringError) as info:
+        emit_linalg(next(iter(parse_module(text).ops)))
+    assert info.value.stage == "emit" and info.value.message.startswith(f"{big} has {2**64} elements")
+
+
+def test_shapes_at_the_cap_still_emit() -> None:
+    from fusebind.lowering.emit import emit_linalg
+
+    ty = "tensor<" + "2x" * 60 + "f32>"  # 2^60 elements x 4 bytes = exactly 2^62
+    emitted = emit_linalg(next(iter(parse_module(_exp_func(ty)).ops)))
+    assert emitted.inputs[0].shape == (2,) * 60

@@ -156,8 +156,6 @@ def test_huge_but_representable_shapes_compile_without_touching_memory() -> None
     assert d.object_code[:4] == b"\x7fELF" and d.cost.bytes == 2 * 4 * 10**15
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a static shape whose element count overflows int64 aborts the process "
-                   "inside MLIR (assertion in makeCanonicalStridedLayoutExpr); see docs/RELIABILITY.md")
 def test_a_shape_whose_size_overflows_int64_is_a_lowering_error_not_an_abort() -> None:
     proc = run_capped(f"""
         from conftest import region_of
