@@ -18,9 +18,19 @@ the plan and `compile_one` read them from the resolved row:
   dim is read from the descriptors), so large calls run on several threads.
 - `CAP_SHAPE_DYNAMIC` ("shape:dynamic"): every dim is read from the
   descriptors; the kernel runs any shape of its signature's ranks.
-- `shape_cap(shapes)` ("shape=4x8,8"): the kernel was compiled for exactly
-  these shapes (inputs then outputs). A static catalog row (one key for every
-  shape) without a shape cap is trusted to take any shape of its ranks.
+- `shape_cap(shapes)` ("shape=4x8,8"; "?" for a dim read at run time): the
+  kernel was compiled for exactly these shapes (inputs then outputs). A row
+  without a shape cap or CAP_SHAPE_DYNAMIC is trusted to take any shape of
+  its ranks.
+
+Kernels must fit what they are bound for. Adoption checks the kernel's
+signature against the region (dtypes and ranks, inputs then outputs) and, for
+a kernel that knows the shapes it was compiled for (`Decomposition.load()`
+sets `compiled_shapes`; read it with `compiled_shapes_of`), those shapes too;
+every binder adds the caps those shapes imply (`compiled_shape_caps`), so a
+kernel compiled for 1024 elements never resolves for a 4096-element region
+(`resolve.region_row_fits`). C/ctypes kernels carry no shapes: their dims are
+the binder's responsibility (see `adopt_runtime_fused`).
 """
 
 from __future__ import annotations
@@ -64,6 +74,9 @@ __all__ = [
     "bind_catalog_kernel",
     "register_runtime_kernel",
     "shape_cap",
+    "shape_cap_fits",
+    "compiled_shapes_of",
+    "compiled_shape_caps",
     "fused_kernel_available",
     "fused_kernel_available_in",
     "lookup_runtime_kernel",
@@ -78,10 +91,51 @@ CAP_SHAPE_DYNAMIC = "shape:dynamic"
 SHAPE_CAP_PREFIX = "shape="
 
 
-def shape_cap(shapes: Iterable[Iterable[int]]) -> str:
+def shape_cap(shapes: Iterable[Iterable[int | None]]) -> str:
     """The cap of a kernel compiled for exactly `shapes` (inputs then outputs):
-    `shape=4x8,8,4x8` (a rank-0 shape is empty)."""
-    return SHAPE_CAP_PREFIX + ",".join("x".join(str(int(d)) for d in s) for s in shapes)
+    `shape=4x8,8,4x8` (a rank-0 shape is empty; a dim compiled dynamic, None
+    or negative, is `?` and matches any size: `shape=?x8,?x8`)."""
+    return SHAPE_CAP_PREFIX + ",".join("x".join(_dim_text(d) for d in s) for s in shapes)
+
+
+def _dim_text(dim: int | None) -> str:
+    return "?" if dim is None or int(dim) < 0 else str(int(dim))
+
+
+def shape_cap_fits(cap: str, shapes: Iterable[Iterable[int | None]]) -> bool:
+    """Do `shapes` (inputs then outputs; None = a dynamic dim) fit the exact-shapes
+    cap `cap` (`shape_cap`)? A `?` in the cap fits any size; a dynamic dim of
+    `shapes` fits only a `?`."""
+    if not cap.startswith(SHAPE_CAP_PREFIX):
+        return False
+    want = [s.split("x") if s else [] for s in cap[len(SHAPE_CAP_PREFIX):].split(",")]
+    got = [list(s) for s in shapes]
+    if len(want) != len(got) or any(len(w) != len(g) for w, g in zip(want, got)):
+        return False
+    return all(w == "?" or (d is not None and w == str(int(d))) for ws, gs in zip(want, got) for w, d in zip(ws, gs))
+
+
+def compiled_shapes_of(kernel: Kernel) -> tuple[tuple[int | None, ...], ...] | None:
+    """The shapes a kernel was compiled for (inputs then outputs, None = a
+    dynamic dim), when it says so: kernels loaded by `Decomposition.load()`
+    carry them as `compiled_shapes`. None for kernels without that knowledge
+    (C code, ctypes callbacks): their dims are the binder's responsibility."""
+    shapes = getattr(kernel, "compiled_shapes", None)
+    if shapes is None:
+        return None
+    return tuple(tuple(None if d is None or int(d) < 0 else int(d) for d in s) for s in shapes)
+
+
+def compiled_shape_caps(kernel: Kernel) -> frozenset[str]:
+    """The caps a kernel's compiled shapes imply: `CAP_SHAPE_DYNAMIC` when
+    every dim is dynamic, else `shape_cap(shapes)` (`?` for the dynamic dims);
+    nothing for a kernel that does not know its shapes."""
+    shapes = compiled_shapes_of(kernel)
+    if shapes is None:
+        return frozenset()
+    if all(d is None for s in shapes for d in s):
+        return frozenset({CAP_SHAPE_DYNAMIC})
+    return frozenset({shape_cap(shapes)})
 
 
 class InvalidFusedOpId(BindingError):
@@ -168,6 +222,18 @@ def adopt_runtime_fused(
     becomes an alternative row. `cost` is the composed Layer-1 cost, if the
     caller has one; the row otherwise starts with UNKNOWN_COST. `caps` are
     the row's kernel caps (`CAP_SPLIT_AXIS0`, `CAP_SHAPE_DYNAMIC`, ...).
+
+    The kernel must fit the region: its signature lists, inputs then outputs,
+    the region's element types and ranks (else `BindingError` naming the first
+    difference). A kernel that knows the shapes it was compiled for
+    (`Decomposition.load()`: `compiled_shapes_of`) must fit the region's
+    shapes too (a kernel compiled for 1024 elements is refused for a
+    4096-element region), and the row gets the caps they imply
+    (`compiled_shape_caps`: `CAP_SHAPE_DYNAMIC` or `shape_cap(...)`), so it
+    never resolves for other shapes. A kernel from C or ctypes carries no
+    shapes: its ranks are checked, its dims are the caller's responsibility
+    (name them with `caps=(shape_cap(shapes),)` or `CAP_SHAPE_DYNAMIC`); every
+    call still checks the arrays against the region's shapes.
     """
     from fusebind.compiler.recipes import global_recipes, prepare_recipe
 
@@ -180,6 +246,8 @@ def adopt_runtime_fused(
     # Parse, verify and canonicalise outside the writer lock: it is the slow part.
     prepared = prepare_recipe(name, region)
     _check_region_dtypes(prepared.region, dtypes_t, name)
+    _check_kernel_fits_region(kernel, prepared.region, name)
+    caps_set = caps_set | compiled_shape_caps(kernel)
 
     def adopt(builder: BindingTableBuilder) -> FusedOpId:
         # Registry lock nests inside the table writer lock, never the reverse.
@@ -209,6 +277,51 @@ def _check_region_dtypes(region: Any, dtypes: DTypes, name: str) -> None:
         )
 
 
+def _region_types(region: Any) -> list[tuple[str, tuple[int | None, ...]]]:
+    """(element type, shape) of the region's inputs then outputs (None = dynamic dim)."""
+    from fusebind.dialect.types import elem_of, shape_of
+
+    return [(elem_of(v.type), tuple(None if d is None or int(d) < 0 else int(d) for d in shape_of(v.type)))
+            for v in (*region.operands, *region.results)]
+
+
+def _fmt_shape(shape: Iterable[int | None]) -> str:
+    return "x".join("?" if d is None else str(d) for d in shape) or "scalar"
+
+
+def _check_kernel_fits_region(kernel: Kernel, region: Any, name: str) -> None:
+    """The kernel's signature (and compiled shapes, if it knows them) must fit
+    the region's inputs then outputs; BindingError names the first difference."""
+    sig = kernel.signature
+    params = [*sig.inputs, *sig.outputs]
+    types = _region_types(region)
+    n_in = len(region.operands)
+
+    def where(i: int) -> str:
+        return f"input #{i}" if i < n_in else f"output #{i - n_in}"
+
+    head = f"adopt_runtime_fused({name!r}): the kernel {kernel.source} with signature {sig}"
+    if (len(sig.inputs), len(sig.outputs)) != (n_in, len(region.results)):
+        raise BindingError(f"{head} does not match the region: it takes {len(sig.inputs)} inputs and "
+                           f"{len(sig.outputs)} outputs, the region has {n_in} operands and {len(region.results)} "
+                           "results; adopt a kernel compiled from this region (decompose_region)")
+    for i, ((dtype, rank), (elem, shape)) in enumerate(zip(params, types)):
+        if dtype.value != elem or rank != len(shape):
+            raise BindingError(f"{head} does not match the region: {where(i)} is {rank}-d {dtype.value} in the "
+                               f"kernel but tensor<{_fmt_shape(shape)}x{elem}> (rank {len(shape)}) in the region; "
+                               "adopt a kernel compiled from this region (decompose_region)")
+    compiled = compiled_shapes_of(kernel)
+    if compiled is None:
+        return
+    for i, (got, (_, shape)) in enumerate(zip(compiled, types)):
+        if len(got) != len(shape) or any(c is not None and c != d for c, d in zip(got, shape)):
+            raise BindingError(f"adopt_runtime_fused({name!r}): the kernel {kernel.source} was compiled for shapes "
+                               f"[{', '.join(_fmt_shape(s) for s in compiled)}] but the region's are "
+                               f"[{', '.join(_fmt_shape(s) for _, s in types)}] ({where(i)} differs): it would read "
+                               "and write the wrong number of elements. Compile the kernel from this region, or "
+                               "with decompose_region(..., dynamic=True) for any shape")
+
+
 def register_runtime_kernel(
     fused_id: int,
     dtypes: Iterable[DType | str],
@@ -219,9 +332,12 @@ def register_runtime_kernel(
     caps: Iterable[str] = (),
 ) -> None:
     """Bind `kernel` under `RuntimeFused(fused_id)` without the recipe step
-    (idempotent for the same kernel, like adopt); `caps` as for adopt."""
+    (idempotent for the same kernel, like adopt); `caps` as for adopt, plus
+    those its compiled shapes imply (`compiled_shape_caps`). There is no
+    region here to check the kernel against: `compile_one` declines a row
+    whose ranks or shape caps do not fit the region it is asked for."""
     fused_id = _check_runtime_id(fused_id, "register_runtime_kernel")
-    caps_set = _parse_caps(caps)
+    caps_set = _parse_caps(caps) | compiled_shape_caps(kernel)
     dtypes_t = parse_dtypes(dtypes)
     backend = parse_backend(backend)
     key = BindingKey.runtime_fused(fused_id)
@@ -250,7 +366,7 @@ def bind_catalog_kernel(
     if op is None:
         raise InvalidFusedOpId(f"bind_catalog_kernel: no built-in fused op has id {fused_id}; see "
                                "fusebind.compiler.catalog.CATALOG for the ids")
-    caps_set = _parse_caps(caps)
+    caps_set = _parse_caps(caps) | compiled_shape_caps(kernel)
     dtypes_t = parse_dtypes(dtypes)
     backend = parse_backend(backend)
     key = BindingKey.static(op)

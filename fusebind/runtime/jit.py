@@ -191,6 +191,18 @@ class JitCompiler:
     `bind_catalog_kernel` (caps CAP_SHAPE_DYNAMIC, plus CAP_SPLIT_AXIS0 when
     the recipe is splittable); their record holds the catalog id.
 
+    A BaseException (KeyboardInterrupt, SystemExit) while compiling an item is
+    recorded like any failure (`CompileRecord.error`, a diagnostic, `.explain()`)
+    and then not swallowed: in sync mode it reaches the caller (a Ctrl-C stops
+    a sync compile; items of that submit not tried yet are forgotten, so a
+    later submit tries them); on the worker it ends the thread and is reported
+    through `threading.excepthook` (CPython prints it; SystemExit is silent
+    there by Python's rule), listed in `worker_deaths`, and queued items go
+    to a fresh worker (else the next `submit` starts one), so `wait()` still
+    returns and later work still compiles. Signals only ever reach the main
+    thread, so a KeyboardInterrupt on the worker was raised by code, not by
+    the user's Ctrl-C: it is not re-raised in the caller's thread.
+
     machine: the model compiled costs are priced with (`calibrate.machine_model`
     resolves it on the first compile; it is passed to `decompose` as `machine=`).
     """
@@ -213,6 +225,8 @@ class JitCompiler:
         self._queue: queue.Queue[tuple[str, WorkItem] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._closed = False
+        #: "Type: message" of each BaseException that ended a worker thread
+        self.worker_deaths: list[str] = []
 
     @property
     def compiles(self) -> int:
@@ -232,15 +246,27 @@ class JitCompiler:
                 self.records[key] = CompileRecord(item.name)
                 todo.append((key, item))
             if todo and self.background:
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name="fusebind-jit", daemon=True)
-                    self._thread.start()
                 for entry in todo:
                     self._queue.put(entry)
+                if self._thread is None:
+                    self._start_worker()
         if not self.background:
-            for key, item in todo:
-                self._compile(key, item)
+            for i, (key, item) in enumerate(todo):
+                try:
+                    self._compile(key, item)
+                except BaseException:
+                    # Recorded by _compile and raised to the caller (a Ctrl-C interrupts a sync
+                    # compile); the items not tried yet are forgotten, so a later submit tries them.
+                    with self._lock:
+                        for later, _ in todo[i + 1:]:
+                            self.records.pop(later, None)
+                    raise
         return len(todo)
+
+    def _start_worker(self) -> None:
+        """Start a worker thread (caller holds `self._lock`)."""
+        self._thread = threading.Thread(target=self._run, name="fusebind-jit", daemon=True)
+        self._thread.start()
 
     def _run(self) -> None:
         while True:
@@ -249,8 +275,22 @@ class JitCompiler:
                 if entry is None:
                     return
                 self._compile(*entry)
+            except BaseException as err:
+                self._worker_died(err)
+                raise  # reported through threading.excepthook, like any exception that ends a thread
             finally:
                 self._queue.task_done()
+
+    def _worker_died(self, err: BaseException) -> None:
+        """The worker is left by a BaseException (its item is already recorded
+        as failed): forget the thread, and hand queued items to a fresh worker
+        (without queued items, the next `submit` starts one)."""
+        with self._lock:
+            self.worker_deaths.append(f"{type(err).__name__}: {err}")
+            if self._thread is threading.current_thread():
+                self._thread = None
+            if not self._queue.empty():
+                self._start_worker()
 
     def _compile(self, key: str, item: WorkItem) -> None:
         record = self.records[key]
@@ -284,16 +324,21 @@ class JitCompiler:
                 record.dynamic, record.fused_id = dynamic, fused_id
                 self.report.adopted.append(fused_id)
         except Exception as err:  # a failing compile must not take the caller down: arm 0 stays
-            message = f"{type(err).__name__}: {err}"
-            with self._lock:
-                record.error = message
-                self.report.diagnostics.append(JitDiagnostic(item.fused_id, item.name, message))
-        record.seconds = time.perf_counter() - t0
+            self._fail(record, item, err)
+        except BaseException as err:  # KeyboardInterrupt, SystemExit: recorded, then not swallowed
+            self._fail(record, item, err)
+            raise
+        finally:
+            record.seconds = time.perf_counter() - t0
+
+    def _fail(self, record: CompileRecord, item: WorkItem, err: BaseException) -> None:
+        message = f"{type(err).__name__}: {err}"
+        with self._lock:
+            record.error = message
+            self.report.diagnostics.append(JitDiagnostic(item.fused_id, item.name, message))
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every submitted item is done; False on timeout."""
-        if self._thread is None:
-            return True
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._queue.all_tasks_done:
             while self._queue.unfinished_tasks:
@@ -312,10 +357,13 @@ class JitCompiler:
         """Finish the queued items and stop the worker; later submits raise."""
         with self._lock:
             self._closed = True
-            thread = self._thread
-        if thread is not None and thread.is_alive():
-            self._queue.put(None)
+            thread = self._thread if self._thread is not None and self._thread.is_alive() else None
+            if thread is not None:
+                self._queue.put(None)
+        while thread is not None:
             thread.join()
+            with self._lock:  # a worker that died handed the queue (and the sentinel) to a fresh one
+                thread = self._thread if self._thread is not thread else None
 
     def __enter__(self) -> "JitCompiler":
         return self

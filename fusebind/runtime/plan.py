@@ -26,6 +26,14 @@ along axis 0) on a small thread pool, each chunk through the thunk's
 GIL-releasing entry. A plan that is one fused kernel on the function's
 arguments also offers a `FastPath` the executor calls directly.
 
+Verify mode (`PlanOptions.verify`): arm 0 runs beside every fused arm and
+the results are compared. A mismatch raises `FusedArmMismatch`; with
+`verify_action="warn"` it warns (`FusedArmMismatchWarning`), the call returns
+arm 0's values, and that kernel is never chosen again by plans built with the
+same `PlanOptions` (one executor: `PlanOptions.failed_fused_arms`); the
+region's `RegionDecision` says so, for `explain`. Another kernel adopted for
+the region later is tried (under verify again).
+
 Buffers: outputs of kernel steps that the function does not return are
 allocated once per plan and reused; returned values are fresh arrays per
 call. A plan runs under its own lock (its buffers are shared).
@@ -98,6 +106,9 @@ class PlanOptions:
     #: the Layer-1 machine model; None: the process's (`calibrate.machine_model()`:
     #: FUSEBIND_MACHINE, else measured), resolved when a plan is built, not before.
     machine: MachineModel | None = None
+    #: (binding key, kernel address) of fused arms verify mode ("warn") found
+    #: wrong: the plans of these options never choose them again
+    failed_fused_arms: set[tuple[Any, int]] = field(default_factory=set)
 
     def machine_model(self) -> MachineModel:
         """The model these options price with (resolving None as above)."""
@@ -364,7 +375,9 @@ class _Builder:
                 # compiled for any shape, priced at the shape it was compiled for: price this one
                 fused_cost = compose_region_cost(region, self.machine)
             decision.fused_cost = fused_cost
-            if not fused_cost.is_known:
+            if (resolved.key, resolved.kernel.address) in self.options.failed_fused_arms:
+                decision.reason = _verify_failed_reason(decision.fused_id)
+            elif not fused_cost.is_known:
                 decision.reason = "fused arm is unpriced (UNKNOWN_COST): skipped, never treated as free"
             elif not cheaper(fused_cost, arm0_cost):
                 decision.reason = "fused arm is not cheaper than its primitives"
@@ -373,6 +386,7 @@ class _Builder:
                 decision.reason = "fused arm is priced and cheaper than its primitives"
                 call = self._fused_call(region, resolved.kernel, CAP_SPLIT_AXIS0 in resolved.row.caps)
                 decision.splits = call.chunks
+                failed_arm = (resolved.key, resolved.kernel.address)
         stats = self.stats
         if call is None:
             if not decision.reason:
@@ -409,8 +423,25 @@ class _Builder:
         verify = self.options.verify
         if verify:
             arm0_steps()
+        failed: list[bool] = []  # verify (warn) found the fused arm wrong: arm 0 for the rest of this plan
+
+        def run_arm0_into_outputs(env: Env) -> None:
+            # After a verify mismatch (warn): arm 0 runs, its values are copied into this arm's
+            # outputs, which follow the fused arm's buffer policy (fresh when returned), since
+            # arm 0's own values may live in buffers this plan reuses.
+            t = time.perf_counter()
+            outs = [a() for a in allocs]  # type: ignore[misc]  # no in-place output in verify mode
+            for o, r in zip(outs, run_arm0(env)):
+                np.copyto(o, np.asarray(r), casting="unsafe")
+            for r, v in zip(result_slots, outs):
+                env[r] = v
+            stats.arm0_seconds += time.perf_counter() - t
+            stats.arm0_calls += 1
 
         def run_fused(env: Env) -> None:
+            if failed:
+                run_arm0_into_outputs(env)
+                return
             t = time.perf_counter()
             outs = [env[src] if a is None else a() for a in allocs]
             kcall([env[i] for i in operand_slots], outs)
@@ -419,7 +450,16 @@ class _Builder:
             stats.fused_seconds += time.perf_counter() - t
             stats.fused_calls += 1
             if verify:
-                self._verify(region, decision, outs, run_arm0(env))
+                ref = run_arm0(env)
+                if not self._verify(region, decision, outs, ref):
+                    # warn mode: arm 0's values are the answer (copied into the fresh or
+                    # plan-owned outputs, so nothing aliases arm 0's buffers)
+                    for o, r in zip(outs, ref):
+                        np.copyto(o, np.asarray(r), casting="unsafe")
+                    failed.append(True)
+                    self.options.failed_fused_arms.add(failed_arm)
+                    decision.arm = "arm 0"
+                    decision.reason = _verify_failed_reason(decision.fused_id)
         if isinstance(kcall, _ThunkStep) and kcall.chunks == 1 and not verify:
             self.fast_region = (region, kcall.thunk)
         return run_fused
@@ -438,7 +478,11 @@ class _Builder:
             return _DescriptorStep(KernelCall(kernel, in_shapes, out_shapes,  # type: ignore[arg-type]
                                               splittable=splittable, threads=self.options.threads))
 
-    def _verify(self, region: Any, decision: RegionDecision, fused: list[np.ndarray], ref: list[Any]) -> None:
+    def _verify(self, region: Any, decision: RegionDecision, fused: list[np.ndarray], ref: list[Any]) -> bool:
+        """True when the fused arm's results agree with arm 0's. A mismatch
+        raises `FusedArmMismatch`, or with verify_action="warn" warns and
+        returns False (the caller then returns arm 0's values)."""
+        agree = True
         for i, (f, r) in enumerate(zip(fused, ref)):
             r = np.asarray(r)
             if f.dtype.kind == "f":
@@ -455,10 +499,17 @@ class _Builder:
             msg = (f"fusebind verify: region @{decision.name} (FusedOpId {decision.fused_id}) result #{i}: the fused "
                    f"arm differs from arm 0 in {bad} of {f.size} elements (max abs difference {worst:.6g}); "
                    "the fused kernel bound for this region is wrong: rebuild or unbind it")
-            if self.options.verify_action == "warn":
-                warnings.warn(msg, FusedArmMismatchWarning, stacklevel=4)
-            else:
+            if self.options.verify_action != "warn":
                 raise FusedArmMismatch(msg, decision.name, decision.fused_id)
+            warnings.warn(msg + "; arm 0's values are returned and this kernel is not run again for this "
+                          "function", FusedArmMismatchWarning, stacklevel=4)
+            agree = False
+        return agree
+
+
+def _verify_failed_reason(fused_id: int) -> str:
+    return (f"fused arm (FusedOpId {fused_id}) differed from arm 0 under verify (warned): arm 0's values are "
+            "returned, and this kernel does not run again for this function")
 
 
 class _ThunkStep:

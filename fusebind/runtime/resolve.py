@@ -7,9 +7,12 @@ a primitive `prim.<KIND>` through `BindingKey.static(KIND)`, a `fused.region`
 through its runtime arm `BindingKey.runtime_fused(id)` (or, for a static
 catalog id, `BindingKey.static("fused.<name>")`). The lookup is
 dtype-precise: the dtype tuple lists the node's inputs, then its outputs.
-A static catalog key serves every shape, so its rows must also fit the
-region: the kernel's ranks, and its shape caps (`CAP_SHAPE_DYNAMIC` fits any
-shape, `shape_cap(...)` only those shapes; a row without either is trusted).
+A static catalog key serves every shape, and a runtime row may have been
+bound for other shapes or ranks than the region asks (a kernel compiled for
+1024 elements, a hand-bound C kernel), so every fused.region row must also
+fit the region: the kernel's ranks, and its shape caps (`CAP_SHAPE_DYNAMIC`
+fits any shape, `shape_cap(...)` only those shapes; a row without either is
+trusted). A row that does not fit is a miss: the region runs arm 0.
 
 Must not: compile anything, or write the table (that is static_kernels.py and
 the JIT); it only reads the snapshot it is given.
@@ -24,7 +27,7 @@ from fusebind.compiler.catalog import RUNTIME_FUSED_BASE, static_kernel_op
 from fusebind.compiler.cost import Cost, cheaper
 from fusebind.runtime.bindings import BindingKey, BindingRow, BindingTable
 from fusebind.runtime.dtypes import DType
-from fusebind.runtime.fused_kernels import CAP_SHAPE_DYNAMIC, SHAPE_CAP_PREFIX, shape_cap
+from fusebind.runtime.fused_kernels import CAP_SHAPE_DYNAMIC, SHAPE_CAP_PREFIX, shape_cap_fits
 from fusebind.runtime.kernel import Kernel
 
 
@@ -120,8 +123,9 @@ def _node_shapes(node: Any) -> list[tuple[int | None, ...]]:
 
 
 def region_row_fits(row: BindingRow, node: Any) -> bool:
-    """Can `row` (under a static catalog key) run this fused.region: the
-    kernel's ranks equal the region's, and its shape caps allow its shapes."""
+    """Can `row` (a static catalog or runtime-fused row) run this fused.region:
+    the kernel's ranks equal the region's, and its shape caps allow its shapes
+    (`shape_cap_fits`; a `?` dim fits any size, a dynamic region dim only a `?`)."""
     shapes = _node_shapes(node)
     sig = row.kernel.signature
     if [r for _, r in (*sig.inputs, *sig.outputs)] != [len(s) for s in shapes]:
@@ -131,9 +135,7 @@ def region_row_fits(row: BindingRow, node: Any) -> bool:
     exact = [c for c in row.caps if c.startswith(SHAPE_CAP_PREFIX)]
     if not exact:
         return True
-    if any(d is None for s in shapes for d in s):
-        return False
-    return shape_cap(shapes) in exact  # type: ignore[arg-type]
+    return any(shape_cap_fits(c, shapes) for c in exact)
 
 
 def _best(rows: tuple[BindingRow, ...]) -> BindingRow:
@@ -165,20 +167,21 @@ def compile_one(node: Any, table: BindingTable, backend: str, *, fused_id: int |
     if not key.is_runtime and node.name != "fused.region":
         want = required_caps(node)
         rows = tuple(r for r in rows if want <= r.caps)
-    elif not key.is_runtime and rows:
+    elif rows:  # a fused.region, static catalog or runtime key: the row must fit its ranks and shapes
         fitting = tuple(r for r in rows if region_row_fits(r, node))
         shape_filtered = len(fitting) < len(rows)
         rows = fitting
     if rows:
         return ResolvedKernel(key, dtypes, backend, _best(rows))
     nearby = table.describe_nearby(key, backend)
+    shapes = ", ".join("x".join("?" if d is None else str(d) for d in s) or "scalar" for s in _node_shapes(node))
+    fits = (f" (the rows bound there do not fit the region's ranks or shapes [{shapes}])"
+            if shape_filtered else "")
     if key.is_runtime:
-        fix = ("adopt a kernel with adopt_runtime_fused(name, region, kernel, dtypes, backend) "
+        what = f" for these dtypes and shapes{fits}" if shape_filtered else ""
+        fix = (f"adopt a kernel{what} with adopt_runtime_fused(name, region, kernel, dtypes, backend) "
                "(the JIT does this for regions in its work order), or run the region's arm 0")
     elif node.name == "fused.region":
-        shapes = ", ".join("x".join("?" if d is None else str(d) for d in s) or "scalar" for s in _node_shapes(node))
-        fits = (f" (the rows bound there do not fit the region's ranks or shapes [{shapes}])"
-                if shape_filtered else "")
         fix = (f"bind a kernel under {key!r} for these dtypes and shapes{fits} with "
                "bind_catalog_kernel (the JIT does this for catalog regions in its work order), "
                "or run the region's arm 0")

@@ -106,9 +106,7 @@ def test_a_lowering_failure_mid_tiering_costs_only_that_region(isolated_state: N
     assert f.stats.compiles == 1 and f.stats.arms.fused_calls >= 1
 
 
-@pytest.mark.xfail(strict=True, reason="BUG 9: a BaseException (KeyboardInterrupt, SystemExit) in the JIT worker "
-                   "kills its thread; the record stays pending with no error, and wait_compiled never returns True "
-                   "(fusebind/runtime/jit.py JitCompiler._run/_compile)")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_worker_killed_by_a_base_exception_is_recorded_and_replaced(isolated_state: None) -> None:
     import fusebind as fb
 
@@ -121,9 +119,12 @@ def test_a_worker_killed_by_a_base_exception_is_recorded_and_replaced(isolated_s
 
     f = fb.compile(chain("?"), background=True, before_compile=hook)
     a, b = vectors(64)
-    with pytest.warns(pytest.PytestUnhandledThreadExceptionWarning):
-        np.testing.assert_array_equal(f(a, b), a * b + a)
-        f.wait_compiled(5.0)
+    np.testing.assert_array_equal(f(a, b), a * b + a)
+    assert f.wait_compiled(5.0)
+    # Not swallowed: it ended the worker thread (threading.excepthook reports it; pytest
+    # turns that into a PytestUnhandledThreadExceptionWarning only after the test body,
+    # so pytest.warns around the call cannot see it).
+    assert f.executor.compiler.worker_deaths == ["KeyboardInterrupt: injected: the worker thread dies"]
     a2, b2 = vectors(32)
     np.testing.assert_array_equal(f(a2, b2), a2 * b2 + a2)  # a new shape: a new compile
     assert f.wait_compiled(10.0), "the worker died: queued work is never done"
@@ -154,9 +155,6 @@ def _rank2_sub(rows: int, cols: int) -> str:
             f"    fused.yield %m : {t}\n  }}\n  func.return %r : {t}\n}}\n")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG 10: adopt_runtime_fused binds a kernel whose signature (ranks) does "
-                   "not match the region; the call then fails with a raw ValueError from ThunkCall "
-                   "(fusebind/runtime/fused_kernels.py adopt_runtime_fused)")
 def test_a_kernel_with_a_wrong_signature_is_refused_at_adoption(isolated_state: None) -> None:
     from fusebind.runtime.bindings import BindingError
 
@@ -180,9 +178,6 @@ def test_a_kernel_with_a_wrong_signature_never_gives_a_wrong_answer(isolated_sta
     np.testing.assert_array_equal(got, a * b + a)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG 11: a kernel compiled for other static shapes (1024) adopted for a "
-                   "4096-element recipe runs and leaves 3072 outputs unwritten: a silently wrong answer "
-                   "(adopt_runtime_fused cannot see the shapes a kernel was compiled for)")
 def test_a_kernel_compiled_for_other_shapes_never_gives_a_wrong_answer(isolated_state: None) -> None:
     import fusebind as fb
 
@@ -219,9 +214,6 @@ def test_verify_mode_catches_a_wrong_kernel_in_every_thread(isolated_state: None
     assert len(caught) == 8 * scaled(10, 200)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG 12: verify_action='warn' detects the mismatch, warns, and then returns "
-                   "the fused arm's wrong values although arm 0's right ones are at hand "
-                   "(fusebind/runtime/plan.py Plan._verify and its caller)")
 def test_verify_warn_mode_returns_the_arm0_values(isolated_state: None) -> None:
     import fusebind as fb
     from fusebind.runtime.plan import FusedArmMismatchWarning

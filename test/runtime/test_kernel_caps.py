@@ -15,6 +15,7 @@ from fusebind.runtime.fused_kernels import (
     CAP_SPLIT_AXIS0,
     adopt_runtime_fused,
     register_runtime_kernel,
+    shape_cap,
 )
 from fusebind.runtime.jit import JitCompiler, table_context
 from fusebind.runtime.testing import noop_kernel, simple_signature
@@ -65,12 +66,16 @@ def test_adopt_and_register_take_caps() -> None:
 
 
 def test_jit_sets_caps_only_on_dynamic_splittable_kernels(cache) -> None:
+    """Dynamic splittable kernels get {shape:dynamic, split:axis0}; a kernel
+    compiled for static shapes gets only the exact-shapes cap (bug 11)."""
     (item,) = optimize_graph(parse_module(_fma_relu(64)), table_context()).work_order
     JitCompiler(cache=cache, split_threshold=10).submit([item])  # 64 >= 10: compiled for dynamic shapes
     JitCompiler(cache=cache, split_threshold=None).submit(
         optimize_graph(parse_module(_fma_relu(32)), table_context()).work_order)
     caps = {str(row.cost.bytes): sorted(row.caps) for _, row in _rows()}
-    assert caps == {str(4.0 * 4 * 64): [CAP_SHAPE_DYNAMIC, CAP_SPLIT_AXIS0], str(4.0 * 4 * 32): []}
+    assert caps == {str(4.0 * 4 * 64): [CAP_SHAPE_DYNAMIC, CAP_SPLIT_AXIS0],
+                    str(4.0 * 4 * 32): [shape_cap([(32,)] * 4)]}
+    assert shape_cap([(32,)] * 4) == "shape=32,32,32,32"
 
 
 @pytest.mark.parametrize("caps, splits", [((), 1), ((CAP_SPLIT_AXIS0,), 2)])
