@@ -76,7 +76,34 @@ def rank3(a: int, b: int, c: int, axes: str, keep: bool) -> str:
 }}"""
 
 
+def map_reduce_reused(r: int, c: int, elem: str = "f32") -> str:
+    """A row that is reduced and used again (emitted with its reduction in one loop), then
+    overwritten in place by its last use: f32 x*x - mean(x*x), i32 |x| - sum(|x|)."""
+    T, R = _t((r, c)).replace("f32", elem), _t((r, 1)).replace("f32", elem)
+    first, red = ("prim.mul %x, %x : ({T}, {T})", "reduce_mean") if elem == "f32" else ("prim.abs %x : {T}", "reduce_sum")
+    first = first.format(T=T)
+    return f"""func.func @mr(%x: {T}) -> {T} {{
+  %a = {first} -> {T}
+  %m = prim.{red} %a {{axes = [1], keepdims}} : {T} -> {R}
+  %y = prim.sub %a, %m : ({T}, {R}) -> {T}
+  func.return %y : {T}
+}}"""
+
+
+def yielded_and_reduced(a: int, b: int, c: int) -> str:
+    """The mapped row is a result itself (not overwritten), reduced over two axes without keepdims."""
+    T, V = _t((a, b, c)), _t((a,))
+    return f"""func.func @yr(%x: {T}) -> ({T}, {V}) {{
+  %t = prim.tanh %x : {T} -> {T}
+  %m = prim.reduce_max %t {{axes = [1, 2]}} : {T} -> {V}
+  func.return %t, %m : {T}, {V}
+}}"""
+
+
 CASES = [
+    ("map_reduce_inplace_f32", map_reduce_reused(5, 37), [(5, 37)], 64),
+    ("map_reduce_inplace_i32", map_reduce_reused(4, 9, "i32"), [(4, 9)], 0),
+    ("map_reduce_yielded_rank3", yielded_and_reduced(3, 4, 7), [(3, 4, 7)], 4),
     ("softmax_7x129", softmax(7, 129), [(7, 129)], 64),
     ("softmax_1row", softmax(1, 1000), [(1, 1000)], 64),
     ("softmax_1x1", softmax(1, 1), [(1, 1)], 0),
@@ -95,6 +122,9 @@ def _compare(name: str, got: tuple[np.ndarray, ...], want: tuple[np.ndarray, ...
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype, (name, g.shape, w.shape)
+        if g.dtype.kind == "i":
+            np.testing.assert_array_equal(g, w, err_msg=name)
+            continue
         assert not np.isnan(g).any(), name
         close = np.isclose(g, w, rtol=0, atol=1e-6)
         diff = ulp_distance(g, w)
@@ -108,7 +138,8 @@ def test_rowwise_matches_interpreter(name: str, text: str, shapes: list[tuple[in
     kernel = compile_func(text, object_cache, dynamic=dynamic, name="rows")
     assert kernel.emitted.rowwise, f"{name}: expected the row-wise form"  # type: ignore[attr-defined]
     rng = np.random.default_rng(11)
-    args = [(rng.standard_normal(s) * 2).astype(np.float32) for s in shapes]
+    dtype = np.int32 if "i32" in name else np.float32
+    args = [(rng.standard_normal(s) * (100 if dtype is np.int32 else 2)).astype(dtype) for s in shapes]
     want = reference(kernel.module, *args)  # type: ignore[attr-defined]
     got = kernel(*args, out_shapes=[w.shape for w in want])
     _compare(name, got, want, ulps)
@@ -217,3 +248,38 @@ def test_row_kernel_keeps_the_prefetch_after_o3() -> None:
     emitted = emit_linalg(func, "sm", fastmath=fm[0], fastmath_defs=fm[1])
     ir = optimized_ir(translate_to_llvm_ir(run_upstream_pipeline(emitted.text)), emitted.entry)
     assert "call void @llvm.prefetch" in ir
+
+
+def test_softmax_exp_and_sum_share_one_pass_and_the_row_is_scaled_in_place() -> None:
+    import re
+
+    from fusebind.lowering.pipeline import run_upstream_pipeline
+
+    text = _emitted(softmax(64, 1024))
+    (two,) = re.findall(r"(%r\d+), %r\d+ = linalg.generic", text)  # exp row + its sum: one generic
+    assert f"outs({two} : tensor<1024xf32>)" in text  # the scale writes over the exp row
+    lowered = str(run_upstream_pipeline(text))
+    # No row-sized temporary: exp writes the output row, the scale rewrites it in place.
+    assert "memref<1024xf32>" not in "".join(re.findall(r"memref.alloca\(\)[^\n]*", lowered))
+    assert "memref.alloc(" not in lowered and "memref.alloc()" not in lowered
+
+
+def test_a_reduced_row_used_only_by_its_reduction_is_not_stored() -> None:
+    T, R = _t((8, 64)), _t((8, 1))
+    text = _emitted(f"""func.func @f(%x: {T}) -> {R} {{
+  %e = prim.exp %x : {T} -> {T}
+  %s = prim.reduce_sum %e {{axes = [1], keepdims}} : {T} -> {R}
+  func.return %s : {R}
+}}""")
+    import re
+
+    assert not re.findall(r"%r\d+, %r\d+ = linalg.generic", text) and text.count("= linalg.generic") == 2
+
+
+@pytest.mark.parametrize("elem", ["f32", "i32"])
+def test_the_last_use_of_a_stored_row_overwrites_it(elem: str) -> None:
+    import re
+
+    text = _emitted(map_reduce_reused(4, 9, elem))
+    (row,) = re.findall(r"(%r\d+), %r\d+ = linalg.generic", text)
+    assert f"outs({row} : tensor<9x{elem}>)" in text
