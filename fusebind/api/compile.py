@@ -35,14 +35,25 @@ class CompiledFunction:
                                   before_compile=before_compile, machine=machine)
         self.name = self._executor.name
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, out: Any = None) -> Any:
+        """Run on numpy arrays; `out` as for `fusebind.jit` functions."""
         fast = self._executor.fast  # one fused kernel: see Executor.__call__
         if fast is not None and fast.generation == _bindings._current.generation:
-            out = fast.empty(fast.shape, fast.dtype)
-            if fast.function(*args, out) is not None:
-                fast.calls += 1
-                return out
-        return self._executor(*args)
+            if out is None:
+                o = fast.alloc()
+                if fast.function(*args, o) is not None:
+                    fast.calls += 1
+                    return o
+            elif type(out) is np.ndarray and out.base is None:
+                # inline fast_out_ok (executor.py): inputs that own their memory cannot overlap `out`
+                for a in args:
+                    if a is out or type(a) is not np.ndarray or a.base is not None:
+                        break
+                else:
+                    if fast.function(*args, out) is not None:
+                        fast.calls += 1
+                        return out
+        return self._executor(*args, out=out)
 
     @property
     def executor(self) -> Executor:

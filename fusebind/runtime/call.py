@@ -10,6 +10,9 @@ made). Large splittable calls (elementwise over a leading axis, with a
 kernel compiled for dynamic shapes) are cut into chunks along axis 0 and run
 on a small thread pool: ctypes releases the GIL during the call.
 
+Also owns `OutputRecycler`, the caching allocator of returned outputs
+(`RECYCLE_MIN_BYTES` and up): see its docstring for why reuse is sound.
+
 Must not: decide which kernel runs (plan.py), or validate user input (the
 executor has done that: every array here is C-contiguous with the expected
 shape and dtype).
@@ -18,9 +21,12 @@ shape and dtype).
 from __future__ import annotations
 
 import ctypes
+import functools
+import sys
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -38,6 +44,85 @@ from fusebind.runtime.kernel import Kernel
 SPLIT_THRESHOLD = 500_000
 
 Shape = tuple[int, ...]
+
+#: Returned outputs of at least this many bytes are recycled (OutputRecycler).
+#: Measured here (bench/bench_api.py, f32): below ~64 KiB `np.empty` is a
+#: cheap malloc from the heap (~0.2-0.5 us) and reuse saves nothing a caller
+#: would notice, while the checks cost ~0.3 us; from 64 KiB up numpy asks the
+#: OS for fresh pages (glibc's mmap threshold), which the kernel faults in and
+#: zeroes on first touch: at 40 MB that is ~1/3 of a memory-bound call.
+RECYCLE_MIN_BYTES = 1 << 16
+#: At most this many spare outputs are kept per returned value (concurrent
+#: callers each get their own; past this many, extras are left to the GC).
+RECYCLE_KEEP = 4
+
+
+class OutputRecycler:
+    """A caching allocator for one returned output (shape, dtype) of a plan.
+
+    `take()` gives an array to write the output into: a spare one from an
+    earlier call when nobody else holds it, else `np.empty`. Every array it
+    gives is also kept as a spare, so a result the caller drops becomes the
+    next call's output instead of fresh pages (mmap, page faults, zeroing).
+
+    Why reuse is sound: a spare is taken out of the pool with `list.pop()`
+    (one atomic operation under the GIL: two threads never get the same
+    spare), and then reused only when `sys.getrefcount` shows no reference
+    but the local one. Every holder of a Python reference counts: the
+    caller's variables, lists and dicts holding the result, numpy views
+    (their `base` chain ends at it), memoryviews and buffers exported from it
+    (they hold the exporter), `arr.ctypes`; an object nobody references can
+    acquire no new reference. Weak references do not count, so an array
+    with any is not reused either. The spare must also still be the exact,
+    unmodified array the pool handed out: `np.ndarray` with this shape,
+    dtype, C-contiguous and writeable (a caller may have reshaped it in place
+    before dropping it). A taken spare goes straight back into the pool, so
+    a concurrent caller that pops it sees this call's reference and
+    allocates instead. Memory: the pool keeps up to `RECYCLE_KEEP` dropped
+    outputs alive for as long as the plan lives (`clear()` frees them).
+    """
+
+    __slots__ = ("shape", "dtype", "_spare", "reused", "allocated", "__weakref__")
+
+    def __init__(self, shape: Shape, dtype: np.dtype) -> None:
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self._spare: list[np.ndarray] = []
+        self.reused = 0  # counters (racy under threads: statistics only)
+        self.allocated = 0
+
+    def take(self) -> np.ndarray:
+        """An output array nobody else references (spare or fresh)."""
+        spare = self._spare
+        try:
+            out = spare.pop()
+        except IndexError:
+            out = None
+        # 2 = `out` + getrefcount's argument: the pool no longer holds it
+        if (out is not None and sys.getrefcount(out) == 2 and type(out) is np.ndarray
+                and not weakref.getweakrefcount(out) and out.shape == self.shape and out.dtype == self.dtype
+                and out.flags.c_contiguous and out.flags.writeable):
+            self.reused += 1
+        else:
+            out = np.empty(self.shape, self.dtype)
+            self.allocated += 1
+        if len(spare) < RECYCLE_KEEP:
+            spare.append(out)
+        return out
+
+    def clear(self) -> None:
+        """Drop every spare (their memory is freed once callers drop theirs)."""
+        self._spare.clear()
+
+
+def output_allocator(shape: Shape, dtype: np.dtype) -> tuple[Callable[[], np.ndarray], OutputRecycler | None]:
+    """The allocation of one returned output: recycled when it has at least
+    RECYCLE_MIN_BYTES, else a plain `np.empty` (cheaper for small arrays)."""
+    dtype = np.dtype(dtype)
+    if int(np.prod(shape)) * dtype.itemsize >= RECYCLE_MIN_BYTES:
+        recycler = OutputRecycler(shape, dtype)
+        return recycler.take, recycler
+    return functools.partial(np.empty, tuple(shape), dtype), None
 
 _POOL_LOCK = threading.Lock()
 _POOLS: dict[int, ThreadPoolExecutor] = {}

@@ -5,8 +5,9 @@ table's generation moves, argument checks, stats, `explain`) and re-exports
 `compile_one` / `KernelMiss` (resolve.py), `FusedArmMismatch` (plan.py).
 
 Flow per call: the fast path first: when the last plan is one fused kernel
-and the table generation has not moved, allocate the output and make one
-native call (the thunk, thunk.py, checks every argument itself and declines
+and the table generation has not moved, allocate (or recycle, call.py) the
+output, or take the caller's `out=` array when `fast_out_ok` shows it cannot
+overlap an input, and make one native call (the thunk, thunk.py, checks every argument itself and declines
 when one does not fit). Otherwise look the input signature (shapes, dtypes)
 up in the plan cache; if the plan is missing or was built against an older
 table generation, specialize the function to the call's shapes
@@ -22,6 +23,11 @@ is resolved on the first plan, never at construction, and the same model
 prices the optimizer's decisions (`optimize(module, table, machine)` when the
 optimizer accepts it), the plan's arms and the JIT's compiled costs;
 `explain` names it.
+
+`out=`: the caller's arrays for the results (`check_outputs`: exact
+dtype and shape, C-contiguous, writeable, no overlap with an input or
+another output, except an argument and result pair `Plan.inplace_args`
+allows, passed as the very same memory); the plan writes into them.
 
 Must not: write the binding table itself (jit.py and static_kernels.py
 do, through their APIs).
@@ -154,27 +160,76 @@ class Executor:
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ calls
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, out: Any = None) -> Any:
         fast = self.fast
         if fast is not None and fast.generation == _bindings._current.generation:
-            out = fast.empty(fast.shape, fast.dtype)
-            if fast.function(*args, out) is not None:
+            if out is None:
+                o = fast.alloc()
+                if fast.function(*args, o) is not None:
+                    fast.calls += 1
+                    return o
+            elif fast_out_ok(args, out) and fast.function(*args, out) is not None:
                 fast.calls += 1
                 return out
         arrays = [a if type(a) is np.ndarray else np.asarray(a) for a in args]
-        return self.run_signature(tuple((a.shape, a.dtype) for a in arrays), arrays)
+        return self.run_signature(tuple((a.shape, a.dtype) for a in arrays), arrays, out)
 
-    def run_signature(self, sig: Any, arrays: list[np.ndarray]) -> Any:
-        """Run with a precomputed signature key `((shape, dtype), ...)`."""
+    def run_signature(self, sig: Any, arrays: list[np.ndarray], out: Any = None) -> Any:
+        """Run with a precomputed signature key `((shape, dtype), ...)`;
+        `out`: None, an array (one result) or a tuple of arrays or Nones."""
         plan = self._plans.get(sig)
         if plan is None or plan.generation != bindings_generation():
             plan = self.plan_for(arrays, sig)
         else:
             self._stats.cache_hits += 1
         self.fast = plan.fast
-        outs = plan.run(arrays)
+        if out is None:
+            outs = plan.run(arrays)
+        else:
+            outs = plan.run(arrays, self.check_outputs(plan, arrays, out))
         self._stats.calls += 1
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def check_outputs(self, plan: Plan, arrays: Sequence[np.ndarray], out: Any) -> list[np.ndarray | None]:
+        """The caller's `out=` as one entry per result, or ArgumentError naming
+        what does not fit (count, type, dtype, shape, layout, overlap)."""
+        n = len(plan.result_slots)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        if len(outs) != n:
+            raise ArgumentError(f"fusebind: '{self.name}' returns {n} array{'s' if n != 1 else ''}, but out= gives "
+                                f"{len(outs)}; pass {'one array' if n == 1 else f'a tuple of {n} arrays (or None)'}")
+        checked: list[tuple[str, np.ndarray]] = []
+        for i, (o, (shape, dtype)) in enumerate(zip(outs, plan.result_types)):
+            if o is None:
+                continue
+            label = "out" if n == 1 else f"out[{i}]"
+            want = format_array_type(dtype, shape or ())
+            if not isinstance(o, np.ndarray):
+                raise ArgumentError(f"fusebind: {label} of '{self.name}' must be a numpy array {want}, "
+                                    f"got {type(o).__name__}")
+            if o.dtype != dtype or o.shape != shape:
+                raise ArgumentError(f"fusebind: {label} of '{self.name}': expected {want}, got "
+                                    f"{format_array_type(o.dtype, o.shape)}; results are not cast or broadcast")
+            if not o.flags.c_contiguous:
+                raise ArgumentError(f"fusebind: {label} of '{self.name}' is not C-contiguous (strides {o.strides}); "
+                                    "pass a contiguous array, e.g. np.empty(shape, dtype)")
+            if not o.flags.writeable:
+                raise ArgumentError(f"fusebind: {label} of '{self.name}' is read-only; pass a writeable array")
+            for j, a in enumerate(arrays):
+                if not (np.may_share_memory(a, o) and np.shares_memory(a, o)):
+                    continue
+                if (j, i) in plan.inplace_args and _same_memory(a, o):
+                    continue
+                raise ArgumentError(
+                    f"fusebind: {label} of '{self.name}' overlaps argument '{self.arg_names[j]}' (#{j}) in memory; "
+                    "the kernel would read inputs it has already overwritten. Pass an output array that shares no "
+                    "memory with the inputs (only a region marked fused.inplace may write over its operand)")
+            for other_label, other in checked:
+                if np.may_share_memory(other, o) and np.shares_memory(other, o):
+                    raise ArgumentError(f"fusebind: {label} and {other_label} of '{self.name}' overlap in memory; "
+                                        "pass a separate array for each result")
+            checked.append((label, o))
+        return outs
 
     @property
     def stats(self) -> ExecutorStats:
@@ -324,6 +379,28 @@ class Executor:
                 lines.append(f"compile of @{record.name} failed: {record.error}")
         lines += [f"note: {n}" for n in plan.notes]
         return "\n".join(lines)
+
+
+def fast_out_ok(args: Sequence[Any], out: Any) -> bool:
+    """A cheap sufficient test that `out` may take the fast path: an ndarray
+    with no base, every input an ndarray with no base and not `out` itself.
+    Distinct arrays without a base own distinct allocations (numpy sets
+    `base` on every view and on arrays over borrowed buffers), so they cannot
+    overlap; anything else (views, subclasses, lists, tuples of outputs)
+    takes the slow path, which checks exactly (`check_outputs`). Inlined in
+    the API callables (api/jit.py, api/compile.py) for speed."""
+    if type(out) is not np.ndarray or out.base is not None:
+        return False
+    for a in args:
+        if a is out or type(a) is not np.ndarray or a.base is not None:
+            return False
+    return True
+
+
+def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    """`a` and `b` are the very same elements (pointer, shape, strides, dtype)."""
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.shape == b.shape
+            and a.strides == b.strides and a.dtype == b.dtype)
 
 
 def _check_machine_choice(machine: Any) -> MachineModel | str | None:

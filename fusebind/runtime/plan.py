@@ -36,7 +36,16 @@ the region later is tried (under verify again).
 
 Buffers: outputs of kernel steps that the function does not return are
 allocated once per plan and reused; returned values are fresh arrays per
-call. A plan runs under its own lock (its buffers are shared).
+call, or the caller's (`Plan.run(arrays, outs)`: a kernel writes a returned
+value straight into the caller's array, anything else is copied there at
+the end). Large returned outputs come from an `OutputRecycler` (call.py): a
+result the caller has dropped is the next call's output. A plan runs under
+its own lock (its buffers are shared).
+
+Aliasing: `Plan.inplace_args` names the (argument, result) pairs whose
+region is marked in-place-safe (`fused.inplace`, operand k is the function
+argument, read by nothing else): only those may be passed as the same array
+(executor.py checks `out=` against it).
 
 In-place epilogues: a region marked `fused.inplace = array<i64: k, r>`
 (compiler/inplace.py) whose fused arm runs gets operand k's buffer as its
@@ -69,7 +78,14 @@ from fusebind.compiler.cost import (
     compose_region_cost,
 )
 from fusebind.runtime.bindings import BindingTable
-from fusebind.runtime.call import SPLIT_THRESHOLD, KernelCall, split_pool
+from fusebind.runtime.call import (
+    RECYCLE_MIN_BYTES,
+    SPLIT_THRESHOLD,
+    KernelCall,
+    OutputRecycler,
+    output_allocator,
+    split_pool,
+)
 from fusebind.runtime.dtypes import descriptor_for
 from fusebind.runtime.fused_kernels import CAP_SHAPE_DYNAMIC, CAP_SPLIT_AXIS0
 from fusebind.runtime.thunk import ANY_DIM, ThunkCall, ThunkUnavailable
@@ -77,6 +93,7 @@ from fusebind.runtime.resolve import KernelMiss, compile_one, static_attrs
 
 Env = list[Any]
 Step = Callable[[Env], None]
+Alloc = Callable[[Env], np.ndarray]
 
 
 class FusedArmMismatch(ArithmeticError):
@@ -132,17 +149,23 @@ class ArmStats:
 class FastPath:
     """The whole plan as one native call: `function(*args, out)` returns `out`
     when the kernel ran, None when an argument did not fit (take the slow
-    path). Valid while the table generation equals `generation`."""
+    path). Valid while the table generation equals `generation`.
 
-    __slots__ = ("generation", "function", "shape", "dtype", "empty", "calls", "thunk")
+    `alloc()` gives the output of one call (recycled when large: call.py);
+    large calls use the thunk's GIL-releasing entry, so other Python threads
+    run meanwhile."""
 
-    def __init__(self, generation: int, thunk: ThunkCall, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    __slots__ = ("generation", "function", "shape", "dtype", "alloc", "calls", "thunk")
+
+    def __init__(self, generation: int, thunk: ThunkCall, shape: tuple[int, ...], dtype: np.dtype,
+                 alloc: Callable[[], np.ndarray] | None = None) -> None:
         self.generation = generation
         self.thunk = thunk  # keeps the kernel alive
-        self.function = thunk.function
+        large = int(np.prod(shape)) * np.dtype(dtype).itemsize >= RECYCLE_MIN_BYTES
+        self.function = thunk.released if large else thunk.function
         self.shape = shape
         self.dtype = dtype
-        self.empty = np.empty
+        self.alloc = alloc if alloc is not None else output_allocator(shape, dtype)[0]
         self.calls = 0
 
 
@@ -199,6 +222,8 @@ class _Builder:
         self.inplace_into: dict[Any, Any] = {}  # matmul result -> the region result that will reuse its buffer
         self.stable: set[int] = set()  # slots whose array outlives a call (args, constants, buffers, their views)
         self.returned: set[Any] = set()
+        #: returned value -> (env slot of the caller's out= array for it, allocator, recycler)
+        self.destinations: dict[Any, tuple[int, Callable[[], np.ndarray], OutputRecycler | None]] = {}
         self.notes: list[str] = []
         self.decisions: list[RegionDecision] = []
         self.work_order: list[Any] = []  # compiler WorkItems
@@ -212,13 +237,27 @@ class _Builder:
         return s
 
     # ------------------------------------------------------------ outputs
-    def _out_array(self, value: Any) -> Callable[[], np.ndarray]:
+    def _out_array(self, value: Any) -> Alloc:
+        """The allocation of `value`'s buffer: `alloc(env)`. A returned value
+        is written into the caller's out= array when one is in its
+        destination slot, else into a fresh or recycled array; any other
+        value into one buffer per plan."""
         shape, dtype = _shape(value), _np_dtype(value)
-        if value in self.returned or self.inplace_into.get(value) in self.returned:
-            return lambda: np.empty(shape, dtype)  # type: ignore[arg-type]
+        target = value if value in self.returned else self.inplace_into.get(value)
+        if target in self.returned:
+            dest = self.destinations.get(target)
+            if dest is None:
+                fresh, recycler = output_allocator(shape, dtype)  # type: ignore[arg-type]
+                dest = self.destinations[target] = (self.slot(("out", target)), fresh, recycler)
+            dest_slot, fresh = dest[0], dest[1]
+
+            def alloc_returned(env: Env) -> np.ndarray:
+                o = env[dest_slot]
+                return fresh() if o is None else o
+            return alloc_returned
         buf = np.empty(shape, dtype)  # type: ignore[arg-type]
         self.stable.add(self.slot(value))
-        return lambda: buf
+        return lambda env: buf
 
     # ------------------------------------------------------------ primitives
     def prim_steps(self, ops: list[Any]) -> list[Step]:
@@ -278,7 +317,7 @@ class _Builder:
             guarded = _GuardedStep(resolved.kernel, out_shape if elementwise else None)
 
             def run_guarded(env: Env) -> None:
-                o = alloc()
+                o = alloc(env)
                 guarded([env[i] for i in ins], [o])
                 env[out] = o
             return run_guarded
@@ -291,7 +330,7 @@ class _Builder:
                 fn = None
             if fn is not None:
                 def run_thunk(env: Env) -> None:
-                    o = alloc()
+                    o = alloc(env)
                     if fn(*[env[i] for i in ins], o) is None:  # e.g. a non-contiguous view: convert
                         if fn(*[_contig(np.asarray(env[i])) for i in ins], o) is None:
                             raise RuntimeError(f"fusebind internal error: the call thunk refused the operands of "
@@ -303,7 +342,7 @@ class _Builder:
                           splittable=elementwise and bool(out_shape), threads=self.options.threads)
 
         def run(env: Env) -> None:
-            o = alloc()
+            o = alloc(env)
             call([*(_contig(env[i]) for i in ins), o])
             env[out] = o
         return run
@@ -407,7 +446,7 @@ class _Builder:
         inplace = self.inplace_regions.get(region)
         if inplace is not None and operand_slots[inplace[0]] not in self.owned:
             inplace = None  # the matmul ran as its numpy reference: its array is not a buffer of this plan
-        allocs: list[Callable[[], np.ndarray] | None] = []
+        allocs: list[Alloc | None] = []
         for i, v in enumerate(region.results):
             if inplace is not None and i == inplace[1]:
                 allocs.append(None)
@@ -430,7 +469,7 @@ class _Builder:
             # outputs, which follow the fused arm's buffer policy (fresh when returned), since
             # arm 0's own values may live in buffers this plan reuses.
             t = time.perf_counter()
-            outs = [a() for a in allocs]  # type: ignore[misc]  # no in-place output in verify mode
+            outs = [a(env) for a in allocs]  # type: ignore[misc]  # no in-place output in verify mode
             for o, r in zip(outs, run_arm0(env)):
                 np.copyto(o, np.asarray(r), casting="unsafe")
             for r, v in zip(result_slots, outs):
@@ -443,7 +482,7 @@ class _Builder:
                 run_arm0_into_outputs(env)
                 return
             t = time.perf_counter()
-            outs = [env[src] if a is None else a() for a in allocs]
+            outs = [env[src] if a is None else a(env) for a in allocs]
             kcall([env[i] for i in operand_slots], outs)
             for r, v in zip(result_slots, outs):
                 env[r] = v
@@ -596,16 +635,49 @@ class Plan:
     fast: FastPath | None = None
     machine: MachineModel | None = None  # the model its arms were priced with
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: per returned position, the env slot a kernel reads the caller's out= array from (-1: copied at the end)
+    out_slots: list[int] = field(default_factory=list)
+    #: per returned position, its (shape, dtype)
+    result_types: list[tuple[tuple[int, ...] | None, np.dtype]] = field(default_factory=list)
+    #: (argument index, result index) pairs that may be passed as the same array (in-place-safe region)
+    inplace_args: frozenset[tuple[int, int]] = frozenset()
+    #: the recyclers of returned outputs (call.py), for tests and `clear_recycled`
+    recyclers: list[OutputRecycler] = field(default_factory=list)
 
-    def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    def run(self, arrays: list[np.ndarray], outs: list[np.ndarray | None] | None = None) -> list[np.ndarray]:
+        """Run the steps on `arrays` (validated by the executor). `outs`: per
+        result, the caller's array to write it into, or None (validated too:
+        dtype, shape, C-contiguous, writeable, no overlap with an input)."""
         with self.lock:
             env: Env = [None] * self.n_slots
             for s, a in zip(self.arg_slots, arrays):
                 env[s] = a
+            if outs is not None:
+                # the thunk takes exact ndarrays: a subclass (np.memmap ...) is written through a view
+                dests = [o if o is None or type(o) is np.ndarray else o.view(np.ndarray) for o in outs]
+                for s, d in zip(self.out_slots, dests):
+                    if s >= 0:
+                        env[s] = d
             for step in self.steps:
                 step(env)
-            outs = [env[s] for s in self.result_slots]
-        return [np.array(o, copy=True) if c else np.asarray(o) for o, c in zip(outs, self.copy_results)]
+            results = [env[s] for s in self.result_slots]
+            # copies happen under the lock: a copied value may live in a buffer of this plan
+            if outs is None:
+                return [np.array(o, copy=True) if c else np.asarray(o) for o, c in zip(results, self.copy_results)]
+            final = []
+            for r, c, o, d in zip(results, self.copy_results, outs, dests):
+                if o is None:
+                    final.append(np.array(r, copy=True) if c else np.asarray(r))
+                    continue
+                if r is not d:  # not written in place by its kernel: copy
+                    np.copyto(o, r, casting="unsafe")
+                final.append(o)
+            return final
+
+    def clear_recycled(self) -> None:
+        """Drop the spare outputs this plan keeps for reuse."""
+        for r in self.recyclers:
+            r.clear()
 
 
 def _inplace_pairs(block: Any, options: PlanOptions) -> dict[Any, tuple[int, int]]:
@@ -665,15 +737,55 @@ def build_plan(func: Any, table: BindingTable, options: PlanOptions, stats: ArmS
     for s in result_slots:
         copy_results.append(s in b.stable or s in seen)
         seen.add(s)
+    out_slots = []
+    first: set[Any] = set()
+    for v in ret.operands:
+        dest = b.destinations.get(v)
+        out_slots.append(dest[0] if dest is not None and v not in first else -1)
+        first.add(v)
     fast = None
     if b.fast_region is not None and len(steps) == 1 and len(result_slots) == 1:
         region, thunk = b.fast_region
         operands = [b.slot(v) for v in region.operands]
         if operands == arg_slots and result_slots == [b.slot(region.results[0])] and not copy_results[0]:
             value = region.results[0]
-            fast = FastPath(table.generation, thunk, _shape(value), _np_dtype(value))  # type: ignore[arg-type]
+            dest = b.destinations.get(value)
+            fast = FastPath(table.generation, thunk, _shape(value), _np_dtype(value),  # type: ignore[arg-type]
+                            dest[1] if dest is not None else None)
     return Plan(table.generation, steps, len(b.slots), arg_slots, result_slots, copy_results, b.decisions,
-                b.notes, b.work_order, fast, b.machine)
+                b.notes, b.work_order, fast, b.machine, out_slots=out_slots,
+                result_types=[(_shape(v), _np_dtype(v)) for v in ret.operands],
+                inplace_args=_inplace_args(block, ret),
+                recyclers=[d[2] for d in b.destinations.values() if d[2] is not None])
+
+
+def _inplace_args(block: Any, ret: Any) -> frozenset[tuple[int, int]]:
+    """(argument i, result j) pairs the caller may pass as one array: a region
+    marked in-place-safe (`fused.inplace = [k, r]`, compiler/inplace.py: the
+    body reads operand k at the index it writes result r) whose operand k is
+    argument i, read by nothing else, and whose result r is returned at j
+    with argument i's type."""
+    from fusebind.compiler.inplace import inplace_of
+    from fusebind.dialect.fused import RegionOp
+
+    pairs = set()
+    args = list(block.args)
+    returned = list(ret.operands)
+    for op in block.ops:
+        marker = inplace_of(op) if isinstance(op, RegionOp) else None
+        if marker is None:
+            continue
+        k, r = marker
+        if not (0 <= k < len(op.operands) and 0 <= r < len(op.results)):
+            continue
+        value = op.operands[k]
+        if not any(value is a for a in args) or len(list(value.uses)) != 1 or value.type != op.results[r].type:
+            continue
+        if _shape(value) is None or sum(v is op.results[r] for v in returned) != 1:
+            continue
+        pairs.add((next(i for i, a in enumerate(args) if a is value),
+                   next(j for j, v in enumerate(returned) if v is op.results[r])))
+    return frozenset(pairs)
 
 
 def describe_decisions(decisions: list[RegionDecision]) -> list[str]:
