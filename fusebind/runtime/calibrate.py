@@ -26,9 +26,12 @@ Owns:
   object cache (`FUSEBIND_CACHE_DIR`, else `$XDG_CACHE_HOME/fusebind`; the
   same rules as `ObjectCache.from_env`), keyed by the host CPU name and
   features, the fusebind version and `CALIBRATION_FORMAT`. The file is
-  owner-only and written atomically (temp file + rename); a corrupt or
-  mismatched file is ignored and re-measured. `FUSEBIND_CACHE=0`: measured
-  once per process, nothing written.
+  owner-only and written atomically (temp file + rename); a corrupt,
+  mismatched or stale (older than `MAX_AGE_SECONDS`) file is ignored and
+  re-measured. A measurement taken while no core was idle (`machine_busy`)
+  is used by that process but never stored, so a busy moment cannot skew
+  every later process's costs. `FUSEBIND_CACHE=0`: measured once per
+  process, nothing written.
 - `machine_model(choice)`: the model the runtime prices with. `choice` is a
   `MachineModel`, `"default"`, `"measured"`, or None, which reads
   `FUSEBIND_MACHINE` (`default` forces `MachineModel.default()`, for tests
@@ -54,6 +57,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -210,17 +214,38 @@ def machine_cache_path(directory: Path | None, key: Mapping[str, Any] | None = N
     return Path(directory) / f"machine-{digest}.json"
 
 
-def load_machine(path: Path, key: Mapping[str, Any]) -> MachineModel | None:
-    """The stored model if `path` holds one for exactly `key`; None when it is
-    missing, unreadable, corrupt or for another key (then: measure again)."""
+#: A stored model older than this is measured again (machines change under
+#: their names: a VM moves host, memory is reconfigured).
+MAX_AGE_SECONDS = 7 * 24 * 3600
+
+
+def load_machine(path: Path, key: Mapping[str, Any], *, now: float | None = None) -> MachineModel | None:
+    """The stored model if `path` holds one for exactly `key`, measured less
+    than `MAX_AGE_SECONDS` ago; None when it is missing, unreadable, corrupt,
+    stale or for another key (then: measure again)."""
     try:
         data = json.loads(path.read_text())
         if not isinstance(data, dict) or data.get("key") != dict(key):
+            return None
+        measured_at = datetime.strptime(str(data.get("measured_at")), "%Y-%m-%dT%H:%M:%S%z").timestamp()
+        if (time.time() if now is None else now) - measured_at > MAX_AGE_SECONDS:
             return None
         model = MachineModel.from_dict(data.get("model"))
     except (OSError, ValueError, TypeError, UnicodeDecodeError):
         return None
     return MachineModel(model.bandwidth_bytes_per_s, model.flops_per_s, model.launch_ns, source="measured")
+
+
+def machine_busy(loadavg: Callable[[], tuple[float, float, float]] = os.getloadavg,
+                 cpus: int | None = None) -> bool:
+    """Whether no core was idle (1-minute load average above the core count
+    less half a core): a single-thread probe then measures the contention,
+    not the machine. Such a measurement is used but never stored."""
+    try:
+        load = loadavg()[0]
+    except OSError:
+        return False
+    return load > (cpus or os.cpu_count() or 1) - 0.5
 
 
 def store_machine(path: Path, key: Mapping[str, Any], model: MachineModel) -> bool:
@@ -263,12 +288,16 @@ class MachineCalibration:
     measure: the calibration to run (tests pass one with small sizes).
     """
 
-    def __init__(self, measure: Callable[[], MachineModel] | None = None) -> None:
+    def __init__(self, measure: Callable[[], MachineModel] | None = None,
+                 busy: Callable[[], bool] | None = None) -> None:
         self._measure = measure or calibrate_machine
+        # Only the real probe consults the load (tests inject their own measure and busy).
+        self._busy = busy or (machine_busy if measure is None else (lambda: False))
         self._lock = threading.Lock()
         self._models: dict[str | None, MachineModel] = {}
         self.calibrations = 0
         self.disk_hits = 0
+        self.busy_skips = 0
 
     def measured(self, env: Mapping[str, str] | None = None) -> MachineModel:
         """The measured model (disk cache per `env`'s cache rules, then measure)."""
@@ -287,7 +316,13 @@ class MachineCalibration:
             else:
                 model = self._calibrate()
                 if path is not None and model.source == "measured":
-                    store_machine(path, key, model)
+                    if self._busy():
+                        self.busy_skips += 1
+                        warnings.warn("fusebind: the machine was busy while its model was measured; the result "
+                                      "is used in this process only and measured again in the next one.",
+                                      MachineCalibrationWarning, stacklevel=3)
+                    else:
+                        store_machine(path, key, model)
             self._models[memo] = model
             return model
 
@@ -342,6 +377,6 @@ def machine_model(choice: MachineModel | str | None = None) -> MachineModel:
 
 __all__ = [
     "CALIBRATION_FORMAT", "CalibrationSizes", "MACHINE_ENV", "MachineCalibration", "MachineCalibrationWarning",
-    "calibrate_machine", "load_machine", "machine_cache_path", "machine_key", "machine_model", "measured_machine",
-    "process_calibration", "store_machine",
+    "MAX_AGE_SECONDS", "calibrate_machine", "load_machine", "machine_busy", "machine_cache_path", "machine_key",
+    "machine_model", "measured_machine", "process_calibration", "store_machine",
 ]

@@ -29,7 +29,9 @@ from fusebind.runtime.calibrate import (
     MachineCalibration,
     MachineCalibrationWarning,
     calibrate_machine,
+    MAX_AGE_SECONDS,
     load_machine,
+    machine_busy,
     machine_cache_path,
     machine_key,
     process_calibration,
@@ -122,6 +124,38 @@ def test_a_corrupt_file_is_ignored_and_re_measured(tmp_path: Path, content: str)
     assert cal.measured({"FUSEBIND_CACHE_DIR": str(tmp_path)}) == measure.model
     assert cal.calibrations == 1 and cal.disk_hits == 0
     assert load_machine(path, machine_key()) == measure.model  # rewritten, valid
+
+
+def test_a_measurement_on_a_busy_machine_is_used_but_never_stored(tmp_path: Path) -> None:
+    """Regression: a model measured while other work held every core (3.8 GB/s
+    against ~16 GB/s quiet) was stored and priced every later process."""
+    measure = _Counting()
+    env = {"FUSEBIND_CACHE_DIR": str(tmp_path)}
+    busy = MachineCalibration(measure, busy=lambda: True)
+    with pytest.warns(MachineCalibrationWarning, match="busy"):
+        assert busy.measured(env) == measure.model
+    assert busy.busy_skips == 1 and not any(tmp_path.iterdir())
+    quiet = MachineCalibration(measure, busy=lambda: False)
+    assert quiet.measured(env) == measure.model and quiet.busy_skips == 0
+    assert load_machine(machine_cache_path(tmp_path), machine_key()) == measure.model
+
+
+def test_busy_means_no_idle_core() -> None:
+    assert machine_busy(lambda: (1.9, 0.0, 0.0), cpus=2)
+    assert not machine_busy(lambda: (1.2, 0.0, 0.0), cpus=2)
+    assert not machine_busy(lambda: (0.2, 0.0, 0.0), cpus=1)
+    assert machine_busy(lambda: (0.7, 0.0, 0.0), cpus=1)
+
+
+def test_a_stale_file_is_measured_again(tmp_path: Path) -> None:
+    path = _seed(tmp_path)
+    key = machine_key()
+    assert load_machine(path, key) == SEEDED
+    assert load_machine(path, key, now=time.time() + MAX_AGE_SECONDS + 60) is None
+    data = json.loads(path.read_text())
+    del data["measured_at"]
+    path.write_text(json.dumps(data))
+    assert load_machine(path, key) is None  # undated: measured again
 
 
 def test_a_file_for_another_cpu_or_version_is_ignored(tmp_path: Path) -> None:
