@@ -143,11 +143,8 @@ class Executor:
         self.options = PlanOptions(backend=parse_backend(backend), verify=verify, verify_action=verify_action,
                                    threads=threads, static_kernels=static_kernels,
                                    machine=machine if isinstance(machine, MachineModel) else None)
-        # Large splittable regions are compiled for dynamic shapes (so chunks can run) only when calls
-        # will split; with one thread the static-shape kernel is faster (known row length, prefetch).
         self.compiler = JitCompiler(self.options.backend, background=background, cache=cache,
-                                    before_compile=before_compile,
-                                    split_threshold=SPLIT_THRESHOLD if threads > 1 else None,
+                                    before_compile=before_compile, split_threshold=SPLIT_THRESHOLD,
                                     machine=self._machine_choice)
         self._stats = ExecutorStats(compiler=self.compiler)
         self._fast_paths: list[FastPath] = []
