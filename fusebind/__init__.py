@@ -14,7 +14,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _API = (
-    "ArgumentError", "CompiledFunction", "JitFunction", "TraceError", "UnsupportedOperation", "compile", "erf",
+    "ArgumentError", "CompiledFunction", "FusebindAxisError", "FusebindError", "FusebindValueError", "JitFunction", "TraceError", "UnsupportedOperation", "compile", "erf",
     "exp", "gelu", "jit", "layer_norm", "log", "matmul", "maximum", "minimum", "relu", "sigmoid", "softmax",
     "sqrt", "tanh", "where",
 )

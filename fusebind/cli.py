@@ -39,6 +39,7 @@ from typing import Any, Callable, Sequence, TextIO
 
 import numpy as np
 
+from fusebind.dialect.errors import FusebindError
 from fusebind.compiler.catalog import RUNTIME_FUSED_BASE
 from fusebind.examples_builtin import BUILTIN_EXAMPLES, DEFAULT_EXAMPLE, BuiltinExample, UnknownExampleError, get_example
 
@@ -49,7 +50,7 @@ EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 DEFAULT_FILE_DIM = 1024
 
 
-class CliError(Exception):
+class CliError(FusebindError):
     """Bad input to the command: printed as one line, exit code 2."""
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from fusebind.dialect.errors import FusebindError
 
 Inputs = list[np.ndarray]
 
@@ -226,7 +227,7 @@ BUILTIN_EXAMPLES: dict[str, BuiltinExample] = {
 DEFAULT_EXAMPLE = "transformer"
 
 
-class UnknownExampleError(KeyError):
+class UnknownExampleError(FusebindError, KeyError):
     """`--example NAME` names no built-in example."""
 
     def __str__(self) -> str:

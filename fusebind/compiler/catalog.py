@@ -17,13 +17,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
+from fusebind.dialect.errors import FusebindError
 
 #: First runtime (adopted) FusedOpId. Static catalog ids are 1 .. RUNTIME_FUSED_BASE-1.
 #: Defined here, with the static id space it bounds; recipes.py re-exports it.
 RUNTIME_FUSED_BASE = 1 << 16
 
 
-class CatalogError(KeyError):
+class CatalogError(FusebindError, KeyError):
     """No catalog entry matches, or the instantiation arguments do not fit it."""
 
     def __str__(self) -> str:

@@ -28,6 +28,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError
+from fusebind.dialect.errors import FusebindError
 
 # Modules the driver imports (lazily, once) so they can register passes.
 PLUGIN_MODULES: tuple[str, ...] = (
@@ -57,7 +58,7 @@ def take_text_output(module: ModuleOp) -> str | None:
     return attr.data if isinstance(attr, StringAttr) else None
 
 
-class PipelineError(Exception):
+class PipelineError(FusebindError):
     """A pipeline text that names an unknown pass or option, or does not parse."""
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from xdsl.ir import Block, Operation, SSAValue
 
+from fusebind.dialect.errors import FusebindError
 from fusebind.compiler.catalog import RUNTIME_FUSED_BASE
 
 #: Properties that label a region but are not part of its math.
@@ -35,7 +36,7 @@ _REGION_OP = "fused.region"
 _YIELD_OP = "fused.yield"
 
 
-class RecipeError(ValueError):
+class RecipeError(FusebindError, ValueError):
     """A region cannot become a recipe."""
 
 
@@ -55,7 +56,7 @@ class RecipeIdSpaceExhausted(RecipeError):
     """Every runtime FusedOpId of the registry is taken."""
 
 
-class UnknownRecipeError(KeyError):
+class UnknownRecipeError(FusebindError, KeyError):
     """No recipe is registered under this id."""
 
     def __str__(self) -> str:  # KeyError would repr() the message

@@ -22,14 +22,18 @@ from xdsl.dialects.builtin import Builtin, ModuleOp
 from xdsl.dialects.func import Func
 from xdsl.printer import Printer
 
-from fusebind.dialect.errors import FusebindIRError, InterpretError, IRParseError, IRVerifyError
+from fusebind.dialect.errors import (
+    FusebindAxisError, FusebindError, FusebindIRError, FusebindValueError, InterpretError, IRParseError,
+    IRVerifyError, UnsupportedOperation,
+)
 from fusebind.dialect.fused import CostAttr, Fused, RegionOp, YieldOp
 from fusebind.dialect.prim import PRIM_OPS, Prim
 from fusebind.dialect.source import parse_with_locations, verify_with_locations
 
 __all__ = [
-    "CostAttr", "FusebindIRError", "Fused", "IRParseError", "IRVerifyError", "InterpretError", "PRIM_OPS",
+    "CostAttr", "FusebindAxisError", "FusebindError", "FusebindIRError", "FusebindValueError", "Fused", "IRParseError", "IRVerifyError", "InterpretError", "PRIM_OPS",
     "Prim", "RegionOp", "YieldOp", "interpret", "make_context", "parse_module", "print_module",
+    "UnsupportedOperation",
 ]
 
 

@@ -1,4 +1,10 @@
-"""The error types of the IR boundary.
+"""The error hierarchy: one common base, and the errors of the IR boundary.
+
+Every error a user can cause derives from `FusebindError`, and also from
+the builtin exception numpy (or Python) would raise for the same mistake,
+so existing `except TypeError:` / `except ValueError:` clauses keep working.
+This module lives in the lowest layer so that every layer can use the base;
+it imports nothing but numpy.
 
 Everything that goes wrong while reading, verifying or interpreting IR text
 surfaces as a `FusebindIRError` subclass carrying a message and, where known,
@@ -7,8 +13,32 @@ a 1-based line and column.
 
 from __future__ import annotations
 
+import numpy as np
 
-class FusebindIRError(Exception):
+
+class FusebindError(Exception):
+    """The common base of every fusebind error (`fb.FusebindError`)."""
+
+
+class UnsupportedOperation(FusebindError, TypeError):
+    """An op, numpy function, dtype or call form fusebind does not support.
+
+    The message names what was asked and what to use instead."""
+
+
+class FusebindValueError(FusebindError, ValueError):
+    """A value numpy would reject with ValueError (e.g. a reduction over an empty axis)."""
+
+
+class FusebindAxisError(FusebindError, np.exceptions.AxisError):
+    """A bad `axis` argument (out of range, or repeated), as numpy's AxisError."""
+
+    def __init__(self, message: str) -> None:
+        # AxisError(msg) with one argument keeps the message as given.
+        np.exceptions.AxisError.__init__(self, message)
+
+
+class FusebindIRError(FusebindError):
     """Base of IR errors: `message`, and `line`/`column` (1-based) when known."""
 
     def __init__(self, message: str, line: int | None = None, column: int | None = None):

@@ -14,12 +14,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from fusebind.dialect.errors import FusebindError
+
 STAGES = ("emit", "mlir-parse", "mlir-passes", "translate", "llvm-parse", "llvm-opt", "codegen", "load")
 
 _SUFFIX = {"emit": ".mlir", "mlir-parse": ".mlir", "mlir-passes": ".mlir", "translate": ".mlir"}
 
 
-class LoweringError(RuntimeError):
+class LoweringError(FusebindError, RuntimeError):
     """A failure at one stage of prim -> linalg -> LLVM IR -> object -> kernel.
 
     Attributes:

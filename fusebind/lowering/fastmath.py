@@ -45,6 +45,7 @@ from fractions import Fraction
 from math import factorial
 import struct
 from typing import Iterable
+from fusebind.dialect.errors import FusebindError
 
 __all__ = [
     "FASTMATH_FUNCTIONS",
@@ -78,7 +79,7 @@ ULP_BOUNDS: dict[tuple[str, str], float] = {
 }
 
 
-class FastMathError(ValueError):
+class FastMathError(FusebindError, ValueError):
     """An unknown function or element type was asked of fastmath."""
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import struct
 from typing import Callable, Protocol
+from fusebind.dialect.errors import FusebindError
 
 FLOAT_ELEMS = ("f16", "f32", "f64")
 INT_WIDTH = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
@@ -27,7 +28,7 @@ class NameSource(Protocol):
     def __call__(self, hint: str = "v") -> str: ...
 
 
-class ScalarEmitError(ValueError):
+class ScalarEmitError(FusebindError, ValueError):
     """A scalar operation that has no lowering for the given element type."""
 
 

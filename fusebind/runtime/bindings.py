@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
+from fusebind.dialect.errors import FusebindError
 from fusebind.compiler.cost import UNKNOWN_COST, Cost, CostEstimate, UnknownCost
 from fusebind.runtime.dtypes import DType, KernelSignature, parse_dtypes
 from fusebind.runtime.kernel import Kernel
@@ -32,7 +33,7 @@ from fusebind.runtime.kernel import Kernel
 KNOWN_BACKENDS: frozenset[str] = frozenset({"cpu"})
 
 
-class BindingError(ValueError):
+class BindingError(FusebindError, ValueError):
     """A binding was refused: bad key, dtypes, backend or a duplicate kernel."""
 
 

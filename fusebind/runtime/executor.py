@@ -41,6 +41,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from fusebind.dialect.errors import FusebindError
 from fusebind.runtime import bindings as _bindings
 from fusebind.compiler.cost import MACHINE_CHOICES, MachineModel
 from fusebind.runtime.bindings import BindingTable, bindings_generation, global_bindings, parse_backend
@@ -69,7 +70,7 @@ __all__ = [
 Optimizer = Callable[[Any, BindingTable], Any]
 
 
-class ArgumentError(TypeError, ValueError):
+class ArgumentError(FusebindError, TypeError, ValueError):
     """A call argument has the wrong dtype, rank or shape, or the wrong count."""
 
 

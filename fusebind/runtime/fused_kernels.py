@@ -40,6 +40,7 @@ from typing import Any, Iterable, NewType
 
 from typing import TYPE_CHECKING
 
+from fusebind.dialect.errors import FusebindError
 from fusebind.compiler.catalog import RUNTIME_FUSED_BASE, static_kernel_op
 from fusebind.compiler.cost import Cost
 from fusebind.runtime.bindings import (
@@ -142,7 +143,7 @@ class InvalidFusedOpId(BindingError):
     """An id outside the range an operation accepts."""
 
 
-class FusedLookupMiss(LookupError):
+class FusedLookupMiss(FusebindError, LookupError):
     """Why a runtime-fused lookup returned no kernel."""
 
     def __init__(self, message: str, fused_id: int, backend: str) -> None:

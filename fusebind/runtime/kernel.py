@@ -27,10 +27,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from fusebind.dialect.errors import FusebindError
 from fusebind.runtime.dtypes import KernelSignature
 
 
-class KernelError(ValueError):
+class KernelError(FusebindError, ValueError):
     """A kernel could not be made from what was given, or a Python-callback
     kernel raised (the original exception is the `__cause__`)."""
 

@@ -21,9 +21,10 @@ import itertools
 import threading
 from dataclasses import dataclass, field
 from typing import Any
+from fusebind.dialect.errors import FusebindError
 
 
-class ObjectLoadError(RuntimeError):
+class ObjectLoadError(FusebindError, RuntimeError):
     """Object code could not be linked, or lacks the requested symbol."""
 
 

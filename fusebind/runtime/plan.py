@@ -69,6 +69,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from fusebind.dialect.errors import FusebindError, UnsupportedOperation
 from fusebind.compiler.cost import (
     UNKNOWN_COST,
     Cost,
@@ -96,7 +97,7 @@ Step = Callable[[Env], None]
 Alloc = Callable[[Env], np.ndarray]
 
 
-class FusedArmMismatch(ArithmeticError):
+class FusedArmMismatch(FusebindError, ArithmeticError):
     """Verify mode: a region's fused arm disagrees with its arm 0."""
 
     def __init__(self, message: str, region: str, fused_id: int) -> None:
@@ -107,10 +108,6 @@ class FusedArmMismatch(ArithmeticError):
 
 class FusedArmMismatchWarning(UserWarning):
     """Verify mode with `verify_action="warn"`: the same finding as a warning."""
-
-
-class UnsupportedOperation(TypeError):
-    """The function holds an op the executor cannot run."""
 
 
 @dataclass

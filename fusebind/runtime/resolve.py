@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fusebind.dialect.errors import FusebindError
 from fusebind.compiler.catalog import RUNTIME_FUSED_BASE, static_kernel_op
 from fusebind.compiler.cost import Cost, cheaper
 from fusebind.runtime.bindings import BindingKey, BindingRow, BindingTable
@@ -31,7 +32,7 @@ from fusebind.runtime.fused_kernels import CAP_SHAPE_DYNAMIC, SHAPE_CAP_PREFIX, 
 from fusebind.runtime.kernel import Kernel
 
 
-class KernelMiss(LookupError):
+class KernelMiss(FusebindError, LookupError):
     """No kernel is bound for a node: names the key, dtypes, backend, what is
     bound for that key, and how to fix it."""
 

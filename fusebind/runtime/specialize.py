@@ -16,11 +16,12 @@ Must not: optimize, compile or run anything.
 from __future__ import annotations
 
 from typing import Any, Sequence
+from fusebind.dialect.errors import FusebindError
 
 Shape = tuple[int, ...]
 
 
-class SpecializationError(ValueError):
+class SpecializationError(FusebindError, ValueError):
     """The call's shapes do not fit the function (an op's shape rule refused them)."""
 
 

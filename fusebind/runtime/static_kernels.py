@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from fusebind.dialect.errors import FusebindError
 from fusebind.lowering import LoweringError, ObjectCache, build_object, emit_linalg, kernel_signature
 from fusebind.lowering.build import default_fastmath
 from fusebind.runtime.bindings import BindingKey, BindingRow, extend_global_bindings
@@ -34,7 +35,7 @@ from fusebind.runtime.kernel import Kernel
 BACKEND = "cpu"
 
 
-class StaticKernelError(ValueError):
+class StaticKernelError(FusebindError, ValueError):
     """A static kernel was requested for a signature that has none."""
 
 

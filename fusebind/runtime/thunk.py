@@ -42,6 +42,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from fusebind.dialect.errors import FusebindError
 from fusebind.runtime.dtypes import DType, KernelSignature
 
 #: numpy type numbers (stable since numpy 1.0), per DType on LP64 Linux.
@@ -57,7 +58,7 @@ _C_CONTIGUOUS, _ALIGNED, _WRITEABLE = 0x1, 0x100, 0x400
 ANY_DIM = -1
 
 
-class ThunkUnavailable(RuntimeError):
+class ThunkUnavailable(FusebindError, RuntimeError):
     """The thunk cannot be used on this interpreter or could not be built."""
 
 
