@@ -34,6 +34,11 @@ same `PlanOptions` (one executor: `PlanOptions.failed_fused_arms`); the
 region's `RegionDecision` says so, for `explain`. Another kernel adopted for
 the region later is tried (under verify again).
 
+Alignment: kernels get C-contiguous, aligned arrays. An unaligned input
+(`np.frombuffer(buf, offset=1)`) is declined by the thunk and copied by the
+step (`_contig`), and an unaligned `out=` array is written by copy-back
+(`Plan.run`), as numpy buffers unaligned operands.
+
 Buffers: outputs of kernel steps that the function does not return are
 allocated once per plan and reused; returned values are fresh arrays per
 call, or the caller's (`Plan.run(arrays, outs)`: a kernel writes a returned
@@ -201,7 +206,13 @@ def _np_dtype(value: Any) -> np.dtype:
 
 
 def _contig(a: Any) -> np.ndarray:
-    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+    """`a` as a C-contiguous, aligned array: a copy when it is not both (an
+    unaligned view, e.g. `np.frombuffer(buf, offset=1)`, runs through an
+    aligned copy, as numpy's own loops do; kernels assume aligned elements)."""
+    flags = a.flags
+    if flags.c_contiguous and flags.aligned:
+        return a
+    return np.array(a, order="C", copy=True)
 
 
 class _Builder:
@@ -644,14 +655,18 @@ class Plan:
     def run(self, arrays: list[np.ndarray], outs: list[np.ndarray | None] | None = None) -> list[np.ndarray]:
         """Run the steps on `arrays` (validated by the executor). `outs`: per
         result, the caller's array to write it into, or None (validated too:
-        dtype, shape, C-contiguous, writeable, no overlap with an input)."""
+        dtype, shape, C-contiguous, writeable, no overlap with an input).
+        An unaligned `outs` array is not handed to a kernel (kernels assume
+        aligned elements): its result is computed into an aligned array and
+        copied into it at the end, as numpy buffers an unaligned `out=`."""
         with self.lock:
             env: Env = [None] * self.n_slots
             for s, a in zip(self.arg_slots, arrays):
                 env[s] = a
             if outs is not None:
                 # the thunk takes exact ndarrays: a subclass (np.memmap ...) is written through a view
-                dests = [o if o is None or type(o) is np.ndarray else o.view(np.ndarray) for o in outs]
+                dests = [None if o is None or not o.flags.aligned else o if type(o) is np.ndarray
+                         else o.view(np.ndarray) for o in outs]
                 for s, d in zip(self.out_slots, dests):
                     if s >= 0:
                         env[s] = d
