@@ -1,7 +1,7 @@
 """The `prim` dialect: primitive tensor ops over builtin ranked tensors.
 
-This module gathers the op classes (defined in `prim_elementwise` and
-`prim_structured`, on the base in `prim_base`), builds `PRIM_OPS` (KIND →
+This module gathers the op classes (defined in `prim_elementwise`,
+`prim_division` and `prim_structured`, on the base in `prim_base`), builds `PRIM_OPS` (KIND →
 class) and the `Prim` dialect. Adding an op means adding one class to one of
 those modules and listing it in its tuple there.
 """
@@ -18,7 +18,6 @@ from fusebind.dialect.prim_elementwise import (
     BinaryOp,
     CastOp,
     CompareOp,
-    DivOp,
     ElementwiseOp,
     ErfOp,
     ExpOp,
@@ -28,7 +27,6 @@ from fusebind.dialect.prim_elementwise import (
     MinOp,
     MulOp,
     NegOp,
-    PowOp,
     ReluOp,
     RsqrtOp,
     SelectOp,
@@ -38,6 +36,15 @@ from fusebind.dialect.prim_elementwise import (
     TanhOp,
     UnaryOp,
 )
+from fusebind.dialect.prim_division import (
+    DIVISION_OPS,
+    DivOp,
+    FloorDivOp,
+    IntegerPowerError,
+    KernelFormError,
+    PowOp,
+    RemOp,
+)
 from fusebind.dialect.prim_structured import (
     STRUCTURED_OPS,
     BroadcastToOp,
@@ -45,6 +52,7 @@ from fusebind.dialect.prim_structured import (
     MatmulOp,
     ReduceMaxOp,
     ReduceMeanOp,
+    ReduceMinOp,
     ReduceSumOp,
     ReductionOp,
     ReshapeOp,
@@ -54,7 +62,7 @@ from fusebind.dialect.prim_structured import (
     reduced_shape,
 )
 
-ALL_PRIM_OPS: tuple[type[PrimOp], ...] = ELEMENTWISE_OPS + STRUCTURED_OPS
+ALL_PRIM_OPS: tuple[type[PrimOp], ...] = ELEMENTWISE_OPS + DIVISION_OPS + STRUCTURED_OPS
 
 PRIM_OPS: dict[str, type[PrimOp]] = {op.KIND: op for op in ALL_PRIM_OPS}
 
@@ -63,7 +71,8 @@ Prim = Dialect("prim", list(ALL_PRIM_OPS), [])
 __all__ = [
     "ALL_PRIM_OPS", "PRIM_OPS", "Prim", "PrimOp", "ElementwiseOp", "UnaryOp", "FloatUnaryOp", "BinaryOp",
     "ReductionOp", "ShapeOp", "NegOp", "AbsOp", "ReluOp", "ExpOp", "LogOp", "SqrtOp", "RsqrtOp", "TanhOp",
-    "SigmoidOp", "ErfOp", "AddOp", "SubOp", "MulOp", "DivOp", "MaxOp", "MinOp", "PowOp", "CompareOp",
-    "SelectOp", "CastOp", "ReduceSumOp", "ReduceMaxOp", "ReduceMeanOp", "BroadcastToOp", "ReshapeOp",
-    "TransposeOp", "MatmulOp", "ConstantOp", "matmul_shape", "reduced_shape",
+    "SigmoidOp", "ErfOp", "AddOp", "SubOp", "MulOp", "DivOp", "FloorDivOp", "RemOp", "MaxOp", "MinOp", "PowOp",
+    "CompareOp", "SelectOp", "CastOp", "ReduceSumOp", "ReduceMaxOp", "ReduceMinOp", "ReduceMeanOp",
+    "BroadcastToOp", "ReshapeOp", "TransposeOp", "MatmulOp", "ConstantOp", "matmul_shape", "reduced_shape",
+    "IntegerPowerError", "KernelFormError",
 ]

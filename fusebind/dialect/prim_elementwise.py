@@ -1,10 +1,12 @@
 """Elementwise `prim` ops: unary math, binary arithmetic with numpy
 broadcasting, compare, select and cast.
 
+The division family (div, floordiv, rem) and pow, whose integer forms have
+numpy-defined edge cases that LLVM leaves undefined, live in `prim_division`.
+
 Accepted element types (checked by the verifiers):
-- float only (f32, f64): exp, log, sqrt, rsqrt, tanh, sigmoid, erf, pow.
-- numeric (f32, f64, i32, i64): neg, abs, relu, add, sub, mul, div, max, min.
-  `div` on integers is numpy floor division (`//`) with `x // 0 == 0`.
+- float only (f32, f64): exp, log, sqrt, rsqrt, tanh, sigmoid, erf.
+- numeric (f32, f64, i32, i64): neg, abs, relu, add, sub, mul, max, min.
 - any of the five, i1 included: compare (both operands alike; result i1),
   select (condition i1, both values alike), cast (any to any).
 Binary ops (and select) broadcast like numpy: the result shape is the
@@ -32,7 +34,6 @@ from fusebind.dialect.scalar import (
     ScalarBuilder,
     compare_reference,
     erf_reference,
-    floor_divide_reference,
 )
 from fusebind.dialect.types import (
     ALL_TYPES,
@@ -321,23 +322,6 @@ class MulOp(BinaryOp):
 
 
 @irdl_op_definition
-class DivOp(BinaryOp):
-    """Float division; on integers numpy floor division with x // 0 == 0."""
-
-    name = "prim.div"
-    KIND: ClassVar[str] = "div"
-    FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
-
-    def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
-        return b.div(*args)
-
-    def _ref(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        if a.dtype.kind == "i":
-            return floor_divide_reference(a, b)
-        return np.divide(a, b)
-
-
-@irdl_op_definition
 class MaxOp(BinaryOp):
     """np.maximum: NaN-propagating."""
 
@@ -365,22 +349,6 @@ class MinOp(BinaryOp):
 
     def _ref(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.minimum(a, b)
-
-
-@irdl_op_definition
-class PowOp(BinaryOp):
-    """np.power, floats only."""
-
-    name = "prim.pow"
-    KIND: ClassVar[str] = "pow"
-    FLOPS_PER_ELEMENT: ClassVar[float] = 16.0
-    DTYPES: ClassVar[frozenset[str]] = FLOAT_TYPES
-
-    def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
-        return b.pow(*args)
-
-    def _ref(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return np.power(a, b)
 
 
 @irdl_op_definition
@@ -489,5 +457,5 @@ class CastOp(ElementwiseOp):
 
 ELEMENTWISE_OPS: tuple[type[ElementwiseOp], ...] = (
     NegOp, AbsOp, ReluOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, SigmoidOp, ErfOp,
-    AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, CompareOp, SelectOp, CastOp,
+    AddOp, SubOp, MulOp, MaxOp, MinOp, CompareOp, SelectOp, CastOp,
 )

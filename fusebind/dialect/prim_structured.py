@@ -1,8 +1,10 @@
 """Non-elementwise `prim` ops: reductions, shape ops, matmul and constants.
 
 Accepted element types:
-- reduce_sum, reduce_max: f32, f64, i32, i64 (sum accumulates in the element
-  type; reduce_max propagates NaN like np.max). reduce_mean: f32, f64.
+- reduce_sum: f32, f64, i32, i64 (accumulates in the element type).
+  reduce_max, reduce_min: f32, f64, i32, i64 and i1 (np.max / np.min: NaN
+  propagates; on bool they are `any` / `all`, and the result stays bool).
+  reduce_mean: f32, f64.
 - broadcast_to, reshape, transpose, constant: any of the five.
 - matmul: f32, f64, i32, i64; both operands of rank >= 2, numpy matmul
   semantics (batch dims broadcast).
@@ -117,14 +119,28 @@ class ReduceSumOp(ReductionOp):
 
 @irdl_op_definition
 class ReduceMaxOp(ReductionOp):
-    """np.max over axes (NaN propagates); an empty reduction is refused by numpy."""
+    """np.max over axes (NaN propagates; on bool: any); an empty reduction is refused by numpy."""
 
     name = "prim.reduce_max"
     KIND: ClassVar[str] = "reduce_max"
     FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
+    DTYPES: ClassVar[frozenset[str]] = ALL_TYPES
 
     def _ref(self, x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
         return np.max(x, axis=axes, keepdims=keepdims)
+
+
+@irdl_op_definition
+class ReduceMinOp(ReductionOp):
+    """np.min over axes (NaN propagates; on bool: all); an empty reduction is refused by numpy."""
+
+    name = "prim.reduce_min"
+    KIND: ClassVar[str] = "reduce_min"
+    FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
+    DTYPES: ClassVar[frozenset[str]] = ALL_TYPES
+
+    def _ref(self, x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+        return np.min(x, axis=axes, keepdims=keepdims)
 
 
 @irdl_op_definition
@@ -362,5 +378,5 @@ class ConstantOp(PrimOp):
 
 
 STRUCTURED_OPS: tuple[type[PrimOp], ...] = (
-    ReduceSumOp, ReduceMaxOp, ReduceMeanOp, BroadcastToOp, ReshapeOp, TransposeOp, MatmulOp, ConstantOp,
+    ReduceSumOp, ReduceMaxOp, ReduceMinOp, ReduceMeanOp, BroadcastToOp, ReshapeOp, TransposeOp, MatmulOp, ConstantOp,
 )

@@ -9,13 +9,27 @@ arrays so tests can check that every op's `scalar_body` agrees with its
 Semantics every implementation must follow (they are numpy's):
 - `div` on floats is IEEE division; on integers it is numpy floor division
   (`//`), with `x // 0 == 0`.
+- `floordiv` / `rem` are np.floor_divide / np.remainder: the quotient rounds
+  toward -inf, the remainder takes the divisor's sign. Integers: x // 0 == 0,
+  x % 0 == 0, MIN // -1 == MIN, MIN % -1 == 0. Floats follow numpy's
+  `npy_divmod` (numpy/_core/src/npymath/npy_math_internal.h.src) op by op:
+      mod = fmod(a, b)
+      if b == 0:  floordiv = a / b, rem = mod (NaN)
+      div = (a - mod) / b
+      if mod != 0: if (b < 0) != (mod < 0): mod += b; div -= 1
+      else:        mod = copysign(0, b)
+      if div != 0: q = floor(div); if div - q > 0.5: q += 1
+      else:        q = copysign(0, a / b)
+  in the element type, so results are bit-identical to numpy's.
 - `maximum`/`minimum` propagate NaN (np.maximum / np.minimum).
 - `compare(pred, a, b)`: pred in `eq ne lt le gt ge`; with a NaN operand every
   predicate is false except `ne`, which is true.
 - `cast(x, to)`: numpy `astype`: float→int truncates toward zero (NaN and
   out-of-range values are unspecified), anything→i1 is `x != 0`, i1→number
   gives 0/1.
-- `rsqrt(x) = 1/sqrt(x)`, `pow` follows np.power (floats only in `prim`).
+- `rsqrt(x) = 1/sqrt(x)`, `pow` follows np.power; on integers the exact power
+  modulo 2^width for an exponent >= 0 (the callers never pass a negative one:
+  see `prim_division.PowOp.kernel_computable`).
 """
 
 from __future__ import annotations
@@ -38,6 +52,8 @@ class ScalarBuilder(Protocol):
     def sub(self, a: Any, b: Any) -> Any: ...
     def mul(self, a: Any, b: Any) -> Any: ...
     def div(self, a: Any, b: Any) -> Any: ...
+    def floordiv(self, a: Any, b: Any) -> Any: ...
+    def rem(self, a: Any, b: Any) -> Any: ...
     def neg(self, a: Any) -> Any: ...
     def abs(self, a: Any) -> Any: ...
     def maximum(self, a: Any, b: Any) -> Any: ...
@@ -109,6 +125,14 @@ class NumpyScalarBuilder:
             return self._same(floor_divide_reference(a, b), a)
         with np.errstate(divide="ignore", invalid="ignore"):
             return self._same(np.divide(a, b), a)
+
+    def floordiv(self, a: Any, b: Any) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return self._same(np.floor_divide(a, b), a)
+
+    def rem(self, a: Any, b: Any) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return self._same(np.remainder(a, b), a)
 
     def neg(self, a: Any) -> np.ndarray:
         return np.negative(a)

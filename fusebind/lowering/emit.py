@@ -346,7 +346,8 @@ class _Emitter:
         if not axes and _op_attr(op, "axes") is None:
             axes = list(range(rank))
         keep = _flag(_op_attr(op, "keepdims")) if _op_attr(op, "keepdims") is not None else False
-        acc_elem = out_elem if is_float(out_elem) else x.elem
+        # bool max/min are any/all: accumulated in i1's storage type i8, from 0 (any) or 1 (all)
+        acc_elem = out_elem if is_float(out_elem) else ("i8" if x.elem == "i1" else x.elem)
         out_shape = [(1 if keep else None) if j in axes else x.shape[j] for j in range(rank)]
         out_shape_l: list[Dim] = [d for d in out_shape if d is not None]
         dims = ", ".join(f"d{j}" for j in range(rank))
@@ -364,14 +365,16 @@ class _Emitter:
             sign = -1 if base == "max" else 1
             if is_float(acc_elem):
                 init = init_b.constant(sign * float("inf") if big is not None else 0, acc_elem)
+            elif x.elem == "i1":
+                init = init_b.constant(0 if base == "max" else 1, acc_elem)
             else:
                 info = np.iinfo(np.dtype(acc_elem.replace("i", "int")))
                 init = init_b.constant(info.min if base == "max" else info.max, acc_elem)
         else:
             raise ScalarEmitError(f"{op.name}: reduction kind '{kind}' has no lowering; "
                                   "supported: reduce_sum, reduce_mean, reduce_prod, reduce_max, reduce_min")
-        if acc_elem == "i1":
-            raise ScalarEmitError(f"{op.name}: reductions over i1 are not lowered; cast to i32 first")
+        if x.elem == "i1" and base not in ("max", "min"):
+            raise ScalarEmitError(f"{op.name}: only max/min reductions over i1 are lowered; cast to i32 first")
         self.lines.extend(init_b.lines)
         empty = self.empty(out_shape_l, acc_elem)
         filled = self.fresh("f")

@@ -4,8 +4,11 @@ Owns: `TextScalarBuilder`, which turns the scalar semantics an elementwise
 prim op states (`scalar_body`) into upstream `arith` / `math` ops, with
 numpy's semantics: NaN-propagating maximum/minimum that return the second
 operand on ties (so signed zeros match numpy), wrapping integer add/mul,
-floor division with x//0 == 0 and MIN//-1 == MIN. Transcendentals call the
-`fastmath` definitions when a provider is given, else `math.*` ops.
+floor division and remainder with x//0 == 0, x%0 == 0, MIN//-1 == MIN and
+MIN%-1 == 0 (each guarded, since LLVM's sdiv/srem make them undefined),
+numpy's float divmod op by op (`dialect/scalar.py`), and integer pow by
+branch-free square-and-multiply. Transcendentals call the `fastmath`
+definitions when a provider is given, else `math.*` ops.
 Must not: know about tensors, shapes or linalg (that is `emit.py`).
 """
 
@@ -107,15 +110,86 @@ class TextScalarBuilder:
         if e == "i1":
             raise ScalarEmitError("scalar div: integer division of i1 (bool) is not supported; cast to i32 first")
         # numpy: x // 0 == 0, MIN // -1 == MIN (wraps); both are UB for LLVM's sdiv, so guard.
-        zero, one, minus_one = self.constant(0, e), self.constant(1, e), self.constant(-1, e)
-        is_zero = self._op(f"arith.cmpi eq, {b}, {zero} : {e}", "i1")
-        is_m1 = self._op(f"arith.cmpi eq, {b}, {minus_one} : {e}", "i1")
-        special = self._op(f"arith.ori {is_zero}, {is_m1} : i1", "i1")
-        safe = self._op(f"arith.select {special}, {one}, {b} : {e}", e)
+        is_zero, is_m1, safe = self._int_divisor("div", b)
+        zero = self.constant(0, e)
         q = self._op(f"arith.floordivsi {a}, {safe} : {e}", e)
         neg = self._op(f"arith.subi {zero}, {a} : {e}", e)
         q = self._op(f"arith.select {is_m1}, {neg}, {q} : {e}", e)
         return self._op(f"arith.select {is_zero}, {zero}, {q} : {e}", e)
+
+    def _int_divisor(self, fn: str, b: str) -> tuple[str, str, str]:
+        """(is b == 0, is b == -1, a divisor safe for sdiv/srem: 1 in those two cases)."""
+        e = self.elem(b)
+        if is_float(e) or e == "i1":
+            raise ScalarEmitError(f"scalar {fn}: no integer lowering for element type {e}")
+        zero, one, minus_one = self.constant(0, e), self.constant(1, e), self.constant(-1, e)
+        is_zero = self._op(f"arith.cmpi eq, {b}, {zero} : {e}", "i1")
+        is_m1 = self._op(f"arith.cmpi eq, {b}, {minus_one} : {e}", "i1")
+        special = self._op(f"arith.ori {is_zero}, {is_m1} : i1", "i1")
+        return is_zero, is_m1, self._op(f"arith.select {special}, {one}, {b} : {e}", e)
+
+    def _float_divmod(self, a: str, b: str) -> tuple[str, str]:
+        """numpy's npy_divmod, op by op (see dialect/scalar.py): (floor quotient, remainder)."""
+        e = self.elem(a)
+        zero, one, half = self.constant(0.0, e), self.constant(1.0, e), self.constant(0.5, e)
+        mod = self._op(f"arith.remf {a}, {b} : {e}", e)  # C fmod: exact
+        quot = self._op(f"arith.divf {a}, {b} : {e}", e)  # a / b: the b == 0 answer, and the sign of 0
+        div = self._op(f"arith.divf {self._op(f'arith.subf {a}, {mod} : {e}', e)}, {b} : {e}", e)
+        mod_nz = self._op(f"arith.cmpf une, {mod}, {zero} : {e}", "i1")  # C's `if (mod)`: NaN is true
+        b_neg = self._op(f"arith.cmpf olt, {b}, {zero} : {e}", "i1")
+        mod_neg = self._op(f"arith.cmpf olt, {mod}, {zero} : {e}", "i1")
+        fix = self._op(f"arith.andi {mod_nz}, {self._op(f'arith.xori {b_neg}, {mod_neg} : i1', 'i1')} : i1", "i1")
+        mod = self._op(f"arith.select {fix}, {self._op(f'arith.addf {mod}, {b} : {e}', e)}, {mod} : {e}", e)
+        div = self._op(f"arith.select {fix}, {self._op(f'arith.subf {div}, {one} : {e}', e)}, {div} : {e}", e)
+        mod = self._op(f"arith.select {mod_nz}, {mod}, {self._op(f'math.copysign {zero}, {b} : {e}', e)} : {e}", e)
+        fl = self._op(f"math.floor {div} : {e}", e)
+        up = self._op(f"arith.cmpf ogt, {self._op(f'arith.subf {div}, {fl} : {e}', e)}, {half} : {e}", "i1")
+        fl = self._op(f"arith.select {up}, {self._op(f'arith.addf {fl}, {one} : {e}', e)}, {fl} : {e}", e)
+        div_nz = self._op(f"arith.cmpf une, {div}, {zero} : {e}", "i1")
+        q = self._op(f"arith.select {div_nz}, {fl}, {self._op(f'math.copysign {zero}, {quot} : {e}', e)} : {e}", e)
+        b_zero = self._op(f"arith.cmpf oeq, {b}, {zero} : {e}", "i1")
+        return (self._op(f"arith.select {b_zero}, {quot}, {q} : {e}", e),
+                self._op(f"arith.select {b_zero}, {self._op(f'arith.remf {a}, {b} : {e}', e)}, {mod} : {e}", e))
+
+    def floordiv(self, a: str, b: str) -> str:
+        e = self.elem(a)
+        if is_float(e):
+            return self._float_divmod(a, b)[0]
+        if e == "i1":
+            raise ScalarEmitError("scalar floordiv: no lowering for i1 (numpy computes bool // bool in int8)")
+        return self.div(a, b)
+
+    def rem(self, a: str, b: str) -> str:
+        e = self.elem(a)
+        if is_float(e):
+            return self._float_divmod(a, b)[1]
+        _, _, safe = self._int_divisor("rem", b)
+        # b == 0 and b == -1 both give 0 (numpy); the safe divisor 1 gives exactly that.
+        zero = self.constant(0, e)
+        r = self._op(f"arith.remsi {a}, {safe} : {e}", e)  # truncated: the sign of a
+        r_neg = self._op(f"arith.cmpi slt, {r}, {zero} : {e}", "i1")
+        b_neg = self._op(f"arith.cmpi slt, {b}, {zero} : {e}", "i1")
+        r_nz = self._op(f"arith.cmpi ne, {r}, {zero} : {e}", "i1")
+        fix = self._op(f"arith.andi {r_nz}, {self._op(f'arith.xori {r_neg}, {b_neg} : i1', 'i1')} : i1", "i1")
+        return self._op(f"arith.select {fix}, {self._op(f'arith.addi {r}, {b} : {e}', e)}, {r} : {e}", e)
+
+    def _int_pow(self, a: str, n: str) -> str:
+        """a ** n modulo 2^width for n >= 0: square-and-multiply over every bit of n, branch-free
+        (so the loop around it vectorizes). The sign bit is never set (n >= 0 is the caller's
+        contract: prim.pow only lowers with a constant non-negative exponent)."""
+        e = self.elem(a)
+        if e == "i1":
+            raise ScalarEmitError("scalar pow: no lowering for i1 (numpy computes bool ** bool in int8)")
+        zero, one = self.constant(0, e), self.constant(1, e)
+        result, base, bits = one, a, n
+        for step in range(INT_WIDTH[e] - 1):
+            low = self._op(f"arith.andi {bits}, {one} : {e}", e)
+            odd = self._op(f"arith.cmpi ne, {low}, {zero} : {e}", "i1")
+            result = self._op(f"arith.select {odd}, {self._op(f'arith.muli {result}, {base} : {e}', e)}, {result} : {e}", e)
+            if step < INT_WIDTH[e] - 2:
+                base = self._op(f"arith.muli {base}, {base} : {e}", e)
+                bits = self._op(f"arith.shrui {bits}, {one} : {e}", e)
+        return result
 
     def neg(self, x: str) -> str:
         e = self.elem(x)
@@ -194,6 +268,8 @@ class TextScalarBuilder:
             self.div(self.constant(1.0, self.elem(x)), self.add(self.constant(1.0, self.elem(x)), self.exp(self.neg(x))))
 
     def pow(self, a: str, b: str) -> str:
+        if not is_float(self.elem(a)):
+            return self._int_pow(a, b)
         return self._math("pow", a, b)
 
     def _float(self, x: str, fn: str) -> str:

@@ -138,6 +138,12 @@ class StaticKernels:
         except Exception as exc:
             raise StaticKernelError(f"Static({req.op}) has no kernel for dtypes {req.dtypes} rank {req.rank} "
                                     f"attrs {dict(req.attrs)}: {exc}") from None
+        op = next(iter(next(iter(module.ops)).body.blocks[0].ops))
+        if not getattr(op, "kernel_computable", lambda: True)():
+            # integer pow: its exponent is an argument here, which numpy may refuse (negative),
+            # and a kernel cannot raise; the executor runs the op's checking reference instead
+            raise StaticKernelError(f"Static({req.op}) has no kernel for dtypes {req.dtypes}: {op.name} on "
+                                    f"{req.dtypes[0]} must check its exponent, which a kernel cannot report")
         fm = default_fastmath()
         return emit_linalg(next(iter(module.ops)), kernel_name(req), dynamic=True,
                            strided_inputs=req.op != "matmul", fastmath=fm[0] if fm else None,

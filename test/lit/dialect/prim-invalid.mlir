@@ -40,9 +40,105 @@ func.func @f(%a: tensor<4xi8>) {
 
 // -----
 
-func.func @f(%a: tensor<4xi32>) {
-  // expected-error @+1 {{prim.pow: operand element type i32 is not supported; expected one of f32, f64}}
-  %0 = prim.pow %a, %a : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+func.func @f(%a: tensor<4xi1>) {
+  // expected-error @+1 {{prim.pow: operand element type i1 is not supported; expected one of f32, f64, i32, i64}}
+  %0 = prim.pow %a, %a : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
+  func.return
+}
+
+// -----
+
+func.func @f(%a: tensor<4xi32>, %b: tensor<4xi64>) {
+  // expected-error @+1 {{prim.pow: operand element types i32 and i64 differ}}
+  %0 = prim.pow %a, %b : (tensor<4xi32>, tensor<4xi64>) -> tensor<4xi32>
+  func.return
+}
+
+// -----
+
+func.func @f(%a: tensor<4xi1>) {
+  // expected-error @+1 {{prim.floordiv: operand element type i1 is not supported; expected one of f32, f64, i32, i64}}
+  %0 = prim.floordiv %a, %a : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
+  func.return
+}
+
+// -----
+
+func.func @f(%a: tensor<4xi1>) {
+  // expected-error @+1 {{prim.rem: operand element type i1 is not supported; expected one of f32, f64, i32, i64}}
+  %0 = prim.rem %a, %a : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
+  func.return
+}
+
+// -----
+
+func.func @f(%a: tensor<4xf32>, %b: tensor<4xf64>) {
+  // expected-error @+1 {{prim.floordiv: operand element types f32 and f64 differ}}
+  %0 = prim.floordiv %a, %b : (tensor<4xf32>, tensor<4xf64>) -> tensor<4xf32>
+  func.return
+}
+
+// -----
+
+func.func @f(%a: tensor<4xi32>, %b: tensor<4xi64>) {
+  // expected-error @+1 {{prim.rem: operand element types i32 and i64 differ}}
+  %0 = prim.rem %a, %b : (tensor<4xi32>, tensor<4xi64>) -> tensor<4xi32>
+  func.return
+}
+
+// -----
+
+func.func @f(%a: tensor<4x3xi32>, %b: tensor<5xi32>) {
+  // expected-error @+1 {{prim.floordiv: operand shapes (4, 3) and (5,) do not broadcast}}
+  %0 = prim.floordiv %a, %b : (tensor<4x3xi32>, tensor<5xi32>) -> tensor<4x3xi32>
+  func.return
+}
+
+// -----
+
+func.func @f(%a: tensor<4x3xf64>, %b: tensor<5xf64>) {
+  // expected-error @+1 {{prim.rem: operand shapes (4, 3) and (5,) do not broadcast}}
+  %0 = prim.rem %a, %b : (tensor<4x3xf64>, tensor<5xf64>) -> tensor<4x3xf64>
+  func.return
+}
+
+// -----
+
+func.func @f(%a: tensor<4x1xi64>, %b: tensor<3xi64>) {
+  // expected-error @+1 {{prim.floordiv: result type tensor<4x1xi64> does not match the inferred shape (4, 3) and element type i64}}
+  %0 = prim.floordiv %a, %b : (tensor<4x1xi64>, tensor<3xi64>) -> tensor<4x1xi64>
+  func.return
+}
+
+// -----
+
+func.func @f(%a: tensor<4xf32>) {
+  // expected-error @+1 {{prim.rem: result type tensor<4xf64> does not match the inferred shape (4,) and element type f32}}
+  %0 = prim.rem %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf64>
+  func.return
+}
+
+// -----
+
+func.func @f(%a: tensor<4x3xi1>) {
+  // expected-error @+1 {{prim.reduce_min: result type tensor<4xi32> does not match the inferred shape (4,) and element type i1}}
+  %0 = prim.reduce_min %a {axes = [1]} : tensor<4x3xi1> -> tensor<4xi32>
+  func.return
+}
+
+// -----
+
+func.func @f(%a: tensor<4x3xi1>) {
+  // expected-error @+1 {{prim.reduce_min: axes [1, 1] repeat an axis}}
+  %0 = prim.reduce_min %a {axes = [1, 1]} : tensor<4x3xi1> -> tensor<4xi1>
+  func.return
+}
+
+// -----
+
+func.func @f(%a: tensor<4x3xi1>) {
+  // expected-error @+1 {{prim.reduce_sum: operand element type i1 is not supported; expected one of f32, f64, i32, i64}}
+  %0 = prim.reduce_sum %a {axes = [1]} : tensor<4x3xi1> -> tensor<4xi1>
   func.return
 }
 

@@ -4,10 +4,13 @@
 // RUN: fusebind-opt %s --print-op-generic | filecheck %s --check-prefix=GENERIC
 
 // GENERIC: "prim.add"(%a, %b) : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+// GENERIC: "prim.floordiv"(%a, %b) : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+// GENERIC: "prim.rem"(%i, %j) : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
 // GENERIC: "prim.compare"(%a, %b) <{predicate = "lt"}> : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xi1>
 // GENERIC: "prim.constant"() <{value = dense<7> : tensor<4xi64>}> : () -> tensor<4xi64>
 // GENERIC: "prim.transpose"(%d) <{perm = array<i64: 1, 0>}> : (tensor<?x3xi32>) -> tensor<3x?xi32>
 // GENERIC: "prim.reduce_max"(%a) <{axes = array<i64: 0>, keepdims}> : (tensor<4x8x2xf32>) -> tensor<1x8x2xf32>
+// GENERIC: "prim.reduce_min"(%q) <{axes = array<i64: 1>}> : (tensor<3x5xi1>) -> tensor<3xi1>
 
 // CHECK-LABEL: func.func @unary(
 // CHECK-NEXT: %0 = prim.neg %a : tensor<4x?xf32> -> tensor<4x?xf32>
@@ -67,6 +70,29 @@ func.func @binary(%a: tensor<4x3xf32>, %b: tensor<3xf32>, %c: tensor<?x1xf32>, %
   %7 = prim.div %i, %i : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
   %8 = prim.add %c, %b : (tensor<?x1xf32>, tensor<3xf32>) -> tensor<?x3xf32>
   func.return %6 : tensor<4x3xf32>
+}
+
+// CHECK-LABEL: func.func @division_and_pow(
+// CHECK-NEXT: %0 = prim.floordiv %a, %b : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT: %1 = prim.rem %a, %b : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT: %2 = prim.floordiv %i, %j : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+// CHECK-NEXT: %3 = prim.rem %i, %j : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+// CHECK-NEXT: %4 = prim.floordiv %k, %k : (tensor<?xi32>, tensor<?xi32>) -> tensor<?xi32>
+// CHECK-NEXT: %5 = prim.rem %d, %d : (tensor<2x2xf64>, tensor<2x2xf64>) -> tensor<2x2xf64>
+// CHECK-NEXT: %6 = prim.pow %i, %j : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+// CHECK-NEXT: %7 = prim.pow %k, %k : (tensor<?xi32>, tensor<?xi32>) -> tensor<?xi32>
+// CHECK-NEXT: func.return %0 : tensor<4x3xf32>
+// CHECK-NEXT: }
+func.func @division_and_pow(%a: tensor<4x3xf32>, %b: tensor<3xf32>, %i: tensor<2xi64>, %j: tensor<2xi64>, %k: tensor<?xi32>, %d: tensor<2x2xf64>) -> tensor<4x3xf32> {
+  %0 = prim.floordiv %a, %b : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %1 = prim.rem %a, %b : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %2 = prim.floordiv %i, %j : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+  %3 = prim.rem %i, %j : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+  %4 = prim.floordiv %k, %k : (tensor<?xi32>, tensor<?xi32>) -> tensor<?xi32>
+  %5 = prim.rem %d, %d : (tensor<2x2xf64>, tensor<2x2xf64>) -> tensor<2x2xf64>
+  %6 = prim.pow %i, %j : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+  %7 = prim.pow %k, %k : (tensor<?xi32>, tensor<?xi32>) -> tensor<?xi32>
+  func.return %0 : tensor<4x3xf32>
 }
 
 // CHECK-LABEL: func.func @compare_select_cast(
@@ -145,15 +171,23 @@ func.func @shapes(%a: tensor<4x3xf32>, %d: tensor<?x3xi32>) -> tensor<2x4x3xf32>
 // CHECK-NEXT: %3 = prim.reduce_sum %i {axes = [1], keepdims} : tensor<?x5xi64> -> tensor<?x1xi64>
 // CHECK-NEXT: %4 = prim.reduce_max %i {axes = [0, 1]} : tensor<?x5xi64> -> tensor<i64>
 // CHECK-NEXT: %5 = prim.reduce_sum %a {axes = []} : tensor<4x8x2xf32> -> tensor<4x8x2xf32>
+// CHECK-NEXT: %6 = prim.reduce_min %a {axes = [0, 2], keepdims} : tensor<4x8x2xf32> -> tensor<1x8x1xf32>
+// CHECK-NEXT: %7 = prim.reduce_min %i {axes = [1]} : tensor<?x5xi64> -> tensor<?xi64>
+// CHECK-NEXT: %8 = prim.reduce_max %q {axes = [1], keepdims} : tensor<3x5xi1> -> tensor<3x1xi1>
+// CHECK-NEXT: %9 = prim.reduce_min %q {axes = [1]} : tensor<3x5xi1> -> tensor<3xi1>
 // CHECK-NEXT: func.return %0 : tensor<4xf32>
 // CHECK-NEXT: }
-func.func @reductions(%a: tensor<4x8x2xf32>, %i: tensor<?x5xi64>) -> tensor<4xf32> {
+func.func @reductions(%a: tensor<4x8x2xf32>, %i: tensor<?x5xi64>, %q: tensor<3x5xi1>) -> tensor<4xf32> {
   %0 = prim.reduce_sum %a {axes = [1, 2]} : tensor<4x8x2xf32> -> tensor<4xf32>
   %1 = prim.reduce_max %a {axes = [0], keepdims} : tensor<4x8x2xf32> -> tensor<1x8x2xf32>
   %2 = prim.reduce_mean %a {axes = [2]} : tensor<4x8x2xf32> -> tensor<4x8xf32>
   %3 = prim.reduce_sum %i {axes = [1], keepdims} : tensor<?x5xi64> -> tensor<?x1xi64>
   %4 = prim.reduce_max %i {axes = [0, 1]} : tensor<?x5xi64> -> tensor<i64>
   %5 = prim.reduce_sum %a {axes = []} : tensor<4x8x2xf32> -> tensor<4x8x2xf32>
+  %6 = prim.reduce_min %a {axes = [0, 2], keepdims} : tensor<4x8x2xf32> -> tensor<1x8x1xf32>
+  %7 = prim.reduce_min %i {axes = [1]} : tensor<?x5xi64> -> tensor<?xi64>
+  %8 = prim.reduce_max %q {axes = [1], keepdims} : tensor<3x5xi1> -> tensor<3x1xi1>
+  %9 = prim.reduce_min %q {axes = [1]} : tensor<3x5xi1> -> tensor<3xi1>
   func.return %0 : tensor<4xf32>
 }
 
