@@ -36,7 +36,8 @@ class RegionRow:
 
 @dataclass(frozen=True)
 class KernelRow:
-    """One kernel the plan resolves to: key, dtypes, backend and source."""
+    """One kernel the plan resolves to: key, dtypes, backend, source, cost,
+    and which row of its slot it is and why it won (`resolve.choose_row`)."""
 
     node: str
     key: str
@@ -44,6 +45,7 @@ class KernelRow:
     backend: str
     source: str
     cost: str
+    row: str = ""
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,8 @@ def kernel_rows(func: Any, table: Any, backend: str, fused_arm: dict[str, int]) 
         dtypes = "(" + ", ".join(d.value for d in node_dtypes(node)) + ")"
         try:
             r = compile_one(node, table, backend, fused_id=fused_id)
-            row = KernelRow(label, repr(r.key), dtypes, backend, r.row.source, fmt_cost(r.cost))
+            row = KernelRow(label, repr(r.key), dtypes, backend, r.row.source, fmt_cost(r.cost),
+                            f"row {r.index} of {r.of}: {r.why}")
         except KernelMiss:
             if node.name in ("prim.constant", "prim.reshape", "prim.broadcast_to"):
                 return  # views and constants: no kernel by design
@@ -203,7 +206,8 @@ def format_report(rep: FunctionReport) -> str:
         lines.append(f"  not fused: {line}")
     lines.append(f"kernels bound: {len(rep.kernels)}")
     for k in rep.kernels:
-        lines.append(f"  {k.key:<22} {k.dtypes:<28} {k.backend:<4} {k.source}  [{k.node}; {k.cost}]")
+        row = f"; {k.row}" if k.row else ""
+        lines.append(f"  {k.key:<22} {k.dtypes:<28} {k.backend:<4} {k.source}  [{k.node}; {k.cost}{row}]")
     for c in rep.compiles:
         lines.append(f"compiled: {c}")
     for n in rep.notes:

@@ -37,19 +37,45 @@ def default_optimizer(backend: str) -> Callable[..., Any]:
     return optimize
 
 
-@dataclass
+@dataclass(repr=False)
 class JitStats:
-    """Summed over every signature: calls, traces, compiles, cache hits and time per arm."""
+    """Summed over every signature, and counted for every call (fast-path
+    calls too): calls, traces, plans built, plan_hits (calls that reused the
+    cached plan of their signature), compiles (kernels really compiled),
+    object_cache_hits (kernels loaded from the on-disk object cache instead),
+    arm0_calls / fused_calls (region runs per arm; a region still queued for
+    compilation runs as primitives and counts as arm 0).
+
+    Timed only with `fb.jit(profile=True)`: run_seconds (time running plans;
+    the kernel call on the fast path), arm0_seconds and fused_seconds (time
+    in region runs per arm). Without profile they are None, and the repr
+    says "seconds: not measured (pass profile=True)"."""
 
     calls: int = 0
     traces: int = 0
-    compiles: int = 0
-    cache_hits: int = 0
     plans: int = 0
+    plan_hits: int = 0
+    compiles: int = 0
+    object_cache_hits: int = 0
     arm0_calls: int = 0
     fused_calls: int = 0
-    arm0_seconds: float = 0.0
-    fused_seconds: float = 0.0
+    profile: bool = False
+    run_seconds: float | None = None
+    arm0_seconds: float | None = None
+    fused_seconds: float | None = None
+
+    @property
+    def cache_hits(self) -> int:
+        """The old name of `plan_hits` (plan-cache hits, not object-cache hits)."""
+        return self.plan_hits
+
+    def __repr__(self) -> str:
+        from dataclasses import fields
+
+        from fusebind.runtime.executor import format_stats
+
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "profile"}
+        return format_stats("JitStats", shown, self.profile)
 
 
 class JitFunction:
@@ -58,11 +84,12 @@ class JitFunction:
     def __init__(self, fn: Callable[..., Any], *, background: bool = False, verify: bool = False,
                  verify_action: str = "raise", backend: str = "cpu", threads: int | None = None,
                  cache: Any = None, before_compile: Callable[[str], None] | None = None,
-                 machine: Any = None) -> None:
+                 machine: Any = None, profile: bool = False) -> None:
         self.fn = fn
         self.name = getattr(fn, "__name__", "fn")
         self._options = dict(background=background, verify=verify, verify_action=verify_action, backend=backend,
-                             threads=threads, cache=cache, before_compile=before_compile, machine=machine)
+                             threads=threads, cache=cache, before_compile=before_compile, machine=machine,
+                             profile=profile)
         self._executors: dict[Any, Executor] = {}
         self._fast: Any = None  # the FastPath of the last plan run (see Executor.__call__)
         self._traces = 0
@@ -146,27 +173,41 @@ class JitFunction:
 
     @property
     def stats(self) -> JitStats:
-        s = JitStats(traces=self._traces)
+        """Counters summed over every signature (see `JitStats`); seconds only with profile=True."""
+        profile = bool(self._options["profile"])
+        s = JitStats(traces=self._traces, profile=profile)
+        seconds = [0.0, 0.0, 0.0]
         for ex in self._executors.values():
             st = ex.stats
             s.calls += st.calls
-            s.compiles += st.compiles
-            s.cache_hits += st.cache_hits
             s.plans += st.plans
+            s.plan_hits += st.plan_hits
+            s.compiles += st.compiles
+            s.object_cache_hits += st.object_cache_hits
             s.arm0_calls += st.arms.arm0_calls
             s.fused_calls += st.arms.fused_calls
-            s.arm0_seconds += st.arms.arm0_seconds
-            s.fused_seconds += st.arms.fused_seconds
+            if profile:
+                seconds[0] += st.run_seconds or 0.0
+                seconds[1] += st.arms.arm0_seconds or 0.0
+                seconds[2] += st.arms.fused_seconds or 0.0
+        if profile:
+            s.run_seconds, s.arm0_seconds, s.fused_seconds = seconds
         return s
 
 
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
-    """`@fb.jit` or `@fb.jit(background=True, verify=False, backend="cpu", threads=None, machine=None)`.
+    """`@fb.jit` or `@fb.jit(background=True, verify=False, backend="cpu", threads=None, machine=None,
+    profile=False)`.
 
     machine: the Layer-1 machine model fusion and arm choice are priced with:
     None (`FUSEBIND_MACHINE`, else this machine's measured model, calibrated
     once per machine and cached on disk), "default", "measured", or a
     `MachineModel`. `.explain()` names the one used.
+
+    profile: time every call, fast path included, into `.stats`
+    (`run_seconds`, `arm0_seconds`, `fused_seconds`). Off (the default),
+    calls are counted but not timed, so the fast path stays one native call;
+    the seconds are then None and `.stats` says "seconds: not measured".
     """
     if fn is None:
         return lambda f: JitFunction(f, **options)

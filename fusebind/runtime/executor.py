@@ -24,6 +24,12 @@ prices the optimizer's decisions (`optimize(module, table, machine)` when the
 optimizer accepts it), the plan's arms and the JIT's compiled costs;
 `explain` names it.
 
+Stats (`Executor.stats`): every call is counted, fast-path calls too
+(calls, plan hits, calls per arm); nothing is timed unless the executor
+was made with `profile=True`, so the fast path stays one native call. With
+it, every call is timed, fast path included (the seconds fields are None
+without it, and the repr says so).
+
 `out=`: the caller's arrays for the results (`check_outputs`: exact
 dtype and shape, C-contiguous, writeable, no overlap with an input or
 another output, except an argument and result pair `Plan.inplace_args`
@@ -36,6 +42,7 @@ do, through their APIs).
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -79,30 +86,62 @@ def format_array_type(dtype: Any, shape: Sequence[int | None]) -> str:
     return f"{np.dtype(dtype)}[{','.join('?' if d is None else str(d) for d in shape)}]"
 
 
+#: what a stats repr says in place of the seconds when calls were not timed
+NOT_TIMED = "seconds: not measured (pass profile=True)"
+
+
 @dataclass
 class ExecutorStats:
-    """What an executor did: calls, plans built, plan-cache hits, kernels
-    compiled, and calls/seconds per arm (region steps only)."""
+    """What an executor did, counted for every call (fast-path calls too).
+
+    calls: calls that returned; plans: plans built; plan_hits: calls that
+    reused the cached plan of their signature (a fast-path call is one);
+    compiles: kernels this executor's JIT really compiled; object_cache_hits:
+    kernels it loaded from the on-disk object cache instead of compiling;
+    arms: calls per arm of region steps (a region still queued for
+    compilation runs as primitives and counts as an arm-0 call).
+    With `profile` (Executor(profile=True)): `run_seconds` (time running
+    plans: the whole plan on the slow path, the kernel call on the fast
+    path) and seconds per arm; without it these are None."""
 
     calls: int = 0
     plans: int = 0
-    cache_hits: int = 0
+    plan_hits: int = 0
     arms: ArmStats = field(default_factory=ArmStats)
     compiler: JitCompiler | None = field(default=None, repr=False)
+    profile: bool = False
+    run_seconds: float | None = None
 
     @property
     def compiles(self) -> int:
         return self.compiler.compiles if self.compiler is not None else 0
 
-    def as_dict(self) -> dict[str, float]:
+    @property
+    def object_cache_hits(self) -> int:
+        return self.compiler.object_cache_hits if self.compiler is not None else 0
+
+    @property
+    def cache_hits(self) -> int:
+        """The old name of `plan_hits` (plan-cache hits, not object-cache hits)."""
+        return self.plan_hits
+
+    def as_dict(self) -> dict[str, float | int | None]:
         a = self.arms
-        return {"calls": self.calls, "plans": self.plans, "cache_hits": self.cache_hits, "compiles": self.compiles,
-                "arm0_calls": a.arm0_calls, "fused_calls": a.fused_calls, "arm0_seconds": a.arm0_seconds,
+        return {"calls": self.calls, "plans": self.plans, "plan_hits": self.plan_hits, "compiles": self.compiles,
+                "object_cache_hits": self.object_cache_hits, "arm0_calls": a.arm0_calls,
+                "fused_calls": a.fused_calls, "run_seconds": self.run_seconds, "arm0_seconds": a.arm0_seconds,
                 "fused_seconds": a.fused_seconds}
 
     def __repr__(self) -> str:
-        return "ExecutorStats(" + ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}"
-                                            for k, v in self.as_dict().items()) + ")"
+        return format_stats("ExecutorStats", self.as_dict(), self.profile)
+
+
+def format_stats(name: str, fields: dict[str, Any], profile: bool) -> str:
+    """`Name(calls=3, ..., fused_seconds=1.2e-05)`, or without profile the
+    counters and `seconds: not measured (pass profile=True)`."""
+    shown = [f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in fields.items()
+             if profile or not k.endswith("seconds")]
+    return f"{name}(" + ", ".join(shown + ([] if profile else [NOT_TIMED])) + ")"
 
 
 def _arg_name(value: Any, index: int) -> str:
@@ -121,6 +160,8 @@ class Executor:
     threads: split large elementwise kernels over this many threads.
     machine: the Layer-1 machine model (a `MachineModel`, "default",
     "measured", or None for `FUSEBIND_MACHINE`/measured); resolved lazily.
+    profile: time every call (fast path included) into `stats`; off, calls
+    are only counted.
     """
 
     def __init__(self, module: Any, entry: str | None = None, *, name: str | None = None,
@@ -128,7 +169,8 @@ class Executor:
                  verify_action: str = "raise", background: bool = False, threads: int | None = None,
                  cache: Any = None, static_kernels: Any = None,
                  before_compile: Callable[[str], None] | None = None,
-                 arg_names: Sequence[str] | None = None, machine: MachineModel | str | None = None) -> None:
+                 arg_names: Sequence[str] | None = None, machine: MachineModel | str | None = None,
+                 profile: bool = False) -> None:
         from fusebind.dialect.types import elem_of, numpy_dtype, shape_of
 
         if verify_action not in ("raise", "warn"):
@@ -143,11 +185,13 @@ class Executor:
         self._machine_choice = _check_machine_choice(machine)
         self.options = PlanOptions(backend=parse_backend(backend), verify=verify, verify_action=verify_action,
                                    threads=threads, static_kernels=static_kernels,
-                                   machine=machine if isinstance(machine, MachineModel) else None)
+                                   machine=machine if isinstance(machine, MachineModel) else None,
+                                   profile=bool(profile))
         self.compiler = JitCompiler(self.options.backend, background=background, cache=cache,
                                     before_compile=before_compile, split_threshold=SPLIT_THRESHOLD,
                                     machine=self._machine_choice)
-        self._stats = ExecutorStats(compiler=self.compiler)
+        self._stats = ExecutorStats(compiler=self.compiler, profile=bool(profile),
+                                    run_seconds=0.0 if profile else None)
         self._fast_paths: list[FastPath] = []
         #: the fast path of the last plan run: (generation, FastPath), or None
         self.fast: FastPath | None = None
@@ -179,16 +223,22 @@ class Executor:
         """Run with a precomputed signature key `((shape, dtype), ...)`;
         `out`: None, an array (one result) or a tuple of arrays or Nones."""
         plan = self._plans.get(sig)
+        stats = self._stats
         if plan is None or plan.generation != bindings_generation():
             plan = self.plan_for(arrays, sig)
         else:
-            self._stats.cache_hits += 1
+            stats.plan_hits += 1
         self.fast = plan.fast
-        if out is None:
-            outs = plan.run(arrays)
+        checked = None if out is None else self.check_outputs(plan, arrays, out)
+        if stats.profile:
+            t = time.perf_counter()
+            outs = plan.run(arrays, checked)
+            stats.run_seconds += time.perf_counter() - t  # type: ignore[operator]
         else:
-            outs = plan.run(arrays, self.check_outputs(plan, arrays, out))
-        self._stats.calls += 1
+            outs = plan.run(arrays, checked)
+        # regions still queued for compilation ran as primitives: their arm 0
+        stats.arms.arm0_calls += len(plan.pending)
+        stats.calls += 1
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def check_outputs(self, plan: Plan, arrays: Sequence[np.ndarray], out: Any) -> list[np.ndarray | None]:
@@ -234,11 +284,18 @@ class Executor:
 
     @property
     def stats(self) -> ExecutorStats:
-        """Counters so far (fast-path calls are counted as calls of the fused arm)."""
+        """Counters so far (a copy). Fast-path calls count as calls, plan hits
+        and fused-arm calls; their time (profile only) as fused-arm and run time."""
         fast = sum(f.calls for f in self._fast_paths)
         s = self._stats
-        arms = ArmStats(s.arms.arm0_calls, s.arms.fused_calls + fast, s.arms.arm0_seconds, s.arms.fused_seconds)
-        return ExecutorStats(s.calls + fast, s.plans, s.cache_hits + fast, arms, self.compiler)
+        if not s.profile:
+            arms = ArmStats(s.arms.arm0_calls, s.arms.fused_calls + fast, None, None)
+            return ExecutorStats(s.calls + fast, s.plans, s.plan_hits + fast, arms, self.compiler)
+        fast_s = sum(f.seconds for f in self._fast_paths)
+        arms = ArmStats(s.arms.arm0_calls, s.arms.fused_calls + fast, s.arms.arm0_seconds,
+                        s.arms.fused_seconds + fast_s)
+        return ExecutorStats(s.calls + fast, s.plans, s.plan_hits + fast, arms, self.compiler, True,
+                             s.run_seconds + fast_s)  # type: ignore[operator]
 
     # ------------------------------------------------------------------ planning
     @property
@@ -278,7 +335,9 @@ class Executor:
                 func = self.optimized_func(table, shapes)
                 plan = build_plan(func, table, self.options, self._stats.arms, self._fused_id_of)
                 self._stats.plans += 1
-                work = list(plan.work_order) + list(self._optimized[shapes][3])
+                pending = list(self._optimized[shapes][3])  # gated regions: their ops run as primitives
+                plan.pending = [item.name for item in pending]
+                work = list(plan.work_order) + pending
                 if not work:
                     break
                 before = bindings_generation()
@@ -352,6 +411,16 @@ class Executor:
             return record.fused_id, canonical
         return region.id or (global_recipes().id_of(region) or 0), canonical
 
+    def _compile_state(self, name: str) -> str:
+        """Where the kernel of the pending region `name` is (for `explain`)."""
+        records = [r for r in self.compiler.records.values() if r.name == name]
+        if any(r.error for r in records):
+            return "its compile failed (see below)"
+        if records and not any(r.fused_id for r in records):
+            return ("compiling in the background; the next call after adoption runs it fused"
+                    if self.compiler.background else "compiling")
+        return "queued for compilation"
+
     def wait_compiled(self, timeout: float | None = None) -> bool:
         """Wait for background compilation to finish; False on timeout."""
         return self.compiler.wait(timeout)
@@ -375,9 +444,16 @@ class Executor:
         for d in self.decisions:
             if getattr(d, "verdict", "fused") != "fused":
                 lines.append("gate/fusion: " + d.remark().removeprefix("remark: "))
+        for name in plan.pending:
+            lines.append(f"region @{name}: not fused yet, its ops run as primitives (counted as arm 0): "
+                         + self._compile_state(name))
         for canonical, record in self.compiler.records.items():
             if record.error:
                 lines.append(f"compile of @{record.name} failed: {record.error}")
+            elif record.fused_id:
+                how = "loaded from the object cache" if record.from_cache else "compiled"
+                lines.append(f"kernel of @{record.name}: {how} in {record.seconds * 1e3:.1f} ms, "
+                             f"bound for id {record.fused_id}")
         lines += [f"note: {n}" for n in plan.notes]
         return "\n".join(lines)
 

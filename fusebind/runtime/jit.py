@@ -166,6 +166,8 @@ class CompileRecord:
     error: str | None = None
     seconds: float = 0.0
     dynamic: bool = False
+    #: the object code came from the on-disk object cache (loaded, not compiled)
+    from_cache: bool = False
 
 
 class JitCompiler:
@@ -230,7 +232,13 @@ class JitCompiler:
 
     @property
     def compiles(self) -> int:
-        return sum(1 for r in self.records.values() if r.error is None and r.fused_id)
+        """Kernels really compiled and adopted (object-cache loads not counted)."""
+        return sum(1 for r in self.records.values() if r.error is None and r.fused_id and not r.from_cache)
+
+    @property
+    def object_cache_hits(self) -> int:
+        """Kernels adopted from object code found in the on-disk object cache."""
+        return sum(1 for r in self.records.values() if r.error is None and r.fused_id and r.from_cache)
 
     def submit(self, work_order: Iterable[WorkItem]) -> int:
         """Compile (sync) or queue (background) the items not handled before;
@@ -322,6 +330,7 @@ class JitCompiler:
                                                    caps=caps))
             with self._lock:
                 record.dynamic, record.fused_id = dynamic, fused_id
+                record.from_cache = bool(getattr(decomp, "from_cache", False))
                 self.report.adopted.append(fused_id)
         except Exception as err:  # a failing compile must not take the caller down: arm 0 stays
             self._fail(record, item, err)

@@ -5,7 +5,11 @@ Owns `Plan`, `build_plan`, `RegionDecision` (what `explain` shows) and
 `FusedArmMismatch`. A region step has arms: arm 0 is its primitives (always
 present; resolved lazily, the first time it must run), the fused arm is its
 kernel under `RuntimeFused(id)`, used when priced and cheaper than arm 0.
-An unpriced arm (UNKNOWN_COST) is skipped, never treated as free.
+An unpriced arm (UNKNOWN_COST) is skipped, never treated as free. Which row
+of the slot is the fused arm is `resolve.choose_row`'s rule (cheapest priced
+row that fits; a tie goes to the more trusted, then the newest), made again
+for every table generation; the `RegionDecision` keeps the `ResolvedKernel`,
+so `explain` names the kernel that runs and why the other rows lost.
 
 A fused arm's kernel caps come from its resolved row (`CAP_SPLIT_AXIS0`: it
 may run in chunks; `CAP_SHAPE_DYNAMIC`: it takes any shape, so its Layer-1
@@ -32,7 +36,12 @@ the results are compared. A mismatch raises `FusedArmMismatch`; with
 arm 0's values, and that kernel is never chosen again by plans built with the
 same `PlanOptions` (one executor: `PlanOptions.failed_fused_arms`); the
 region's `RegionDecision` says so, for `explain`. Another kernel adopted for
-the region later is tried (under verify again).
+the region later is tried (under verify again), whatever its price: the
+failed row is passed over while any other row fits.
+
+Stats: every region run is counted per arm (`ArmStats`); it is timed only
+under `PlanOptions.profile` (and then so is the `FastPath`), so an
+unprofiled call reads no clock.
 
 Alignment: kernels get C-contiguous, aligned arrays. An unaligned input
 (`np.frombuffer(buf, offset=1)`) is declined by the thunk and copied by the
@@ -95,7 +104,7 @@ from fusebind.runtime.call import (
 from fusebind.runtime.dtypes import descriptor_for
 from fusebind.runtime.fused_kernels import CAP_SHAPE_DYNAMIC, CAP_SPLIT_AXIS0
 from fusebind.runtime.thunk import ANY_DIM, ThunkCall, ThunkUnavailable
-from fusebind.runtime.resolve import KernelMiss, compile_one, static_attrs
+from fusebind.runtime.resolve import KernelMiss, ResolvedKernel, compile_one, fmt_cost, static_attrs
 
 Env = list[Any]
 Step = Callable[[Env], None]
@@ -128,6 +137,8 @@ class PlanOptions:
     #: (binding key, kernel address) of fused arms verify mode ("warn") found
     #: wrong: the plans of these options never choose them again
     failed_fused_arms: set[tuple[Any, int]] = field(default_factory=set)
+    #: time every region step and fast-path call (`ArmStats` seconds); off, nothing is timed
+    profile: bool = False
 
     def machine_model(self) -> MachineModel:
         """The model these options price with (resolving None as above)."""
@@ -140,12 +151,13 @@ class PlanOptions:
 
 @dataclass
 class ArmStats:
-    """Calls and seconds per arm, summed over every plan of an executor."""
+    """Calls and seconds per arm, summed over every plan of an executor
+    (seconds only under `PlanOptions.profile`; they stay 0 otherwise)."""
 
     arm0_calls: int = 0
     fused_calls: int = 0
-    arm0_seconds: float = 0.0
-    fused_seconds: float = 0.0
+    arm0_seconds: float | None = 0.0  # None in a report of calls that were not timed
+    fused_seconds: float | None = 0.0
 
 
 class FastPath:
@@ -155,20 +167,35 @@ class FastPath:
 
     `alloc()` gives the output of one call (recycled when large: call.py);
     large calls use the thunk's GIL-releasing entry, so other Python threads
-    run meanwhile."""
+    run meanwhile. Callers count each call that ran (`calls += 1`); with
+    `profile`, `function` also adds the kernel call's time to `seconds`
+    (without it, `function` is the bare thunk: nothing is timed)."""
 
-    __slots__ = ("generation", "function", "shape", "dtype", "alloc", "calls", "thunk")
+    __slots__ = ("generation", "function", "shape", "dtype", "alloc", "calls", "seconds", "thunk")
 
     def __init__(self, generation: int, thunk: ThunkCall, shape: tuple[int, ...], dtype: np.dtype,
-                 alloc: Callable[[], np.ndarray] | None = None) -> None:
+                 alloc: Callable[[], np.ndarray] | None = None, profile: bool = False) -> None:
         self.generation = generation
         self.thunk = thunk  # keeps the kernel alive
         large = int(np.prod(shape)) * np.dtype(dtype).itemsize >= RECYCLE_MIN_BYTES
-        self.function = thunk.released if large else thunk.function
+        raw = thunk.released if large else thunk.function
+        self.function = self._timed(raw) if profile else raw
         self.shape = shape
         self.dtype = dtype
         self.alloc = alloc if alloc is not None else output_allocator(shape, dtype)[0]
         self.calls = 0
+        self.seconds = 0.0
+
+    def _timed(self, raw: Callable[..., Any]) -> Callable[..., Any]:
+        clock = time.perf_counter
+
+        def timed(*args: Any) -> Any:
+            t = clock()
+            result = raw(*args)
+            if result is not None:  # a declined call ran nothing: the slow path times it
+                self.seconds += clock() - t
+            return result
+        return timed
 
 
 @dataclass
@@ -184,12 +211,11 @@ class RegionDecision:
     reason: str
     splits: int = 1
     inplace: tuple[int, int] | None = None  # (operand, result) when the fused arm writes in place
+    #: the row the fused arm resolved to (key, dtypes, backend, row, why it won); None on a miss
+    kernel: ResolvedKernel | None = None
 
 
-def _fmt_cost(cost: Cost) -> str:
-    if not cost.is_known:
-        return "UNKNOWN_COST"
-    return f"{cost.ns / 1000:.3g} us ({cost.flops:.3g} flop, {cost.bytes:.3g} B, {cost.trust})"  # type: ignore[union-attr]
+_fmt_cost = fmt_cost
 
 
 def _shape(value: Any) -> tuple[int, ...] | None:
@@ -400,7 +426,8 @@ class _Builder:
         call = None
         shapes_static = all(_shape(v) is not None for v in (*region.operands, *region.results))
         try:
-            resolved = compile_one(region, self.table, self.options.backend, fused_id=fused_id)
+            resolved = compile_one(region, self.table, self.options.backend, fused_id=fused_id,
+                                   exclude=self.options.failed_fused_arms)
         except KernelMiss as miss:
             resolved = None
             if not shapes_static:
@@ -416,6 +443,7 @@ class _Builder:
                                                 tuple(d.value for d in node_dtypes(region))))
         if resolved is not None:
             decision.fused_id = resolved.key.fused_id or fused_id
+            decision.kernel = resolved
             fused_cost = resolved.cost
             if CAP_SHAPE_DYNAMIC in resolved.row.caps and shapes_static and fused_cost.is_known \
                     and fused_cost.trust == "composed":
@@ -435,17 +463,20 @@ class _Builder:
                 decision.splits = call.chunks
                 failed_arm = (resolved.key, resolved.kernel.address)
         stats = self.stats
+        profile = self.options.profile
+        clock = time.perf_counter
         if call is None:
             if not decision.reason:
                 decision.reason = "runs arm 0"
             arm0_steps()  # resolve now: arm 0 is the arm that runs
 
             def run0(env: Env) -> None:
-                t = time.perf_counter()
+                t = clock() if profile else 0.0
                 outs = run_arm0(env)
                 for r, v in zip(result_slots, outs):
                     env[r] = v
-                stats.arm0_seconds += time.perf_counter() - t
+                if profile:
+                    stats.arm0_seconds += clock() - t  # type: ignore[operator]
                 stats.arm0_calls += 1
             for r, y in zip(result_slots, yield_slots):
                 if y in self.stable or (y in arg_slots):
@@ -476,25 +507,27 @@ class _Builder:
             # After a verify mismatch (warn): arm 0 runs, its values are copied into this arm's
             # outputs, which follow the fused arm's buffer policy (fresh when returned), since
             # arm 0's own values may live in buffers this plan reuses.
-            t = time.perf_counter()
+            t = clock() if profile else 0.0
             outs = [a(env) for a in allocs]  # type: ignore[misc]  # no in-place output in verify mode
             for o, r in zip(outs, run_arm0(env)):
                 np.copyto(o, np.asarray(r), casting="unsafe")
             for r, v in zip(result_slots, outs):
                 env[r] = v
-            stats.arm0_seconds += time.perf_counter() - t
+            if profile:
+                stats.arm0_seconds += clock() - t  # type: ignore[operator]
             stats.arm0_calls += 1
 
         def run_fused(env: Env) -> None:
             if failed:
                 run_arm0_into_outputs(env)
                 return
-            t = time.perf_counter()
+            t = clock() if profile else 0.0
             outs = [env[src] if a is None else a(env) for a in allocs]
             kcall([env[i] for i in operand_slots], outs)
             for r, v in zip(result_slots, outs):
                 env[r] = v
-            stats.fused_seconds += time.perf_counter() - t
+            if profile:
+                stats.fused_seconds += clock() - t  # type: ignore[operator]
             stats.fused_calls += 1
             if verify:
                 ref = run_arm0(env)
@@ -651,6 +684,9 @@ class Plan:
     inplace_args: frozenset[tuple[int, int]] = frozenset()
     #: the recyclers of returned outputs (call.py), for tests and `clear_recycled`
     recyclers: list[OutputRecycler] = field(default_factory=list)
+    #: names of regions the optimizer left unfused until their kernel is compiled (gated, in its
+    #: work order): their ops run as primitives, and each call counts as one arm-0 call of each
+    pending: list[str] = field(default_factory=list)
 
     def run(self, arrays: list[np.ndarray], outs: list[np.ndarray | None] | None = None) -> list[np.ndarray]:
         """Run the steps on `arrays` (validated by the executor). `outs`: per
@@ -763,7 +799,7 @@ def build_plan(func: Any, table: BindingTable, options: PlanOptions, stats: ArmS
             value = region.results[0]
             dest = b.destinations.get(value)
             fast = FastPath(table.generation, thunk, _shape(value), _np_dtype(value),  # type: ignore[arg-type]
-                            dest[1] if dest is not None else None)
+                            dest[1] if dest is not None else None, profile=options.profile)
     return Plan(table.generation, steps, len(b.slots), arg_slots, result_slots, copy_results, b.decisions,
                 b.notes, b.work_order, fast, b.machine, out_slots=out_slots,
                 result_types=[(_shape(v), _np_dtype(v)) for v in ret.operands],
@@ -801,13 +837,19 @@ def _inplace_args(block: Any, ret: Any) -> frozenset[tuple[int, int]]:
 
 
 def describe_decisions(decisions: list[RegionDecision]) -> list[str]:
-    """Readable lines for `explain`."""
+    """Readable lines for `explain`: per region its costs, the kernel its
+    fused arm resolved to (key, dtypes, backend, row, source, cost and trust,
+    and why each other row lost), and the arm that runs and why."""
     lines = []
     for d in decisions:
         ident = f"FusedOpId {d.fused_id}" if d.fused_id else "FusedOpId unassigned"
         lines.append(f"region @{d.name} ({ident}): {len(d.ops)} ops [{', '.join(d.ops)}]")
         lines.append(f"  arm 0 (primitives): {_fmt_cost(d.arm0_cost)}")
         lines.append(f"  fused arm:          {_fmt_cost(d.fused_cost)}")
+        k = d.kernel
+        if k is not None:
+            lines += k.describe("  ")
         split = f", split over {d.splits} threads" if d.splits > 1 else ""
-        lines.append(f"  chosen: {d.arm} -- {d.reason}{split}")
+        runs = f" {k.key!r} row {k.index} ({k.row.source})" if k is not None and d.arm == "fused" else ""
+        lines.append(f"  chosen: {d.arm}{runs} -- {d.reason}{split}")
     return lines

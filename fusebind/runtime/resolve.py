@@ -14,14 +14,24 @@ fit the region: the kernel's ranks, and its shape caps (`CAP_SHAPE_DYNAMIC`
 fits any shape, `shape_cap(...)` only those shapes; a row without either is
 trusted). A row that does not fit is a miss: the region runs arm 0.
 
+Which row runs (`choose_row`): among the rows that fit, the cheapest priced
+row wins (lowest predicted ns; an unpriced row never wins over a priced
+one); an exact tie in ns goes to the more trusted estimate (measured >
+declared > composed), and a tie in both to the newest row (the last
+registered: a kernel adopted after fusebind compiled one for the region
+replaces it unless it is predicted slower). The choice is made again on
+every table generation (plans are cached per generation), and the
+`ResolvedKernel` says which row won and why every other row lost
+(`describe`, shown by `explain`).
+
 Must not: compile anything, or write the table (that is static_kernels.py and
 the JIT); it only reads the snapshot it is given.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Collection, Sequence
 
 from fusebind.dialect.errors import FusebindError
 from fusebind.compiler.catalog import RUNTIME_FUSED_BASE, static_kernel_op
@@ -43,14 +53,27 @@ class KernelMiss(FusebindError, LookupError):
         self.backend = backend
 
 
+def fmt_cost(cost: Cost) -> str:
+    """`0.486 us (9e+03 flop, 8e+03 B, composed)` or `UNKNOWN_COST`."""
+    if not cost.is_known:
+        return "UNKNOWN_COST"
+    return f"{cost.ns / 1000:.3g} us ({cost.flops:.3g} flop, {cost.bytes:.3g} B, {cost.trust})"  # type: ignore[union-attr]
+
+
 @dataclass(frozen=True)
 class ResolvedKernel:
-    """The row a node resolved to."""
+    """The row a node resolved to: `index` is its position (registration
+    order) among the `of` rows bound for (key, dtypes, backend); `why` says
+    why it won, `losers` lists (index, row, why) for every other row."""
 
     key: BindingKey
     dtypes: tuple[DType, ...]
     backend: str
     row: BindingRow
+    index: int = field(default=0, compare=False)
+    of: int = field(default=1, compare=False)
+    why: str = field(default="the only row bound", compare=False)
+    losers: tuple[tuple[int, BindingRow, str], ...] = field(default=(), compare=False)
 
     @property
     def kernel(self) -> Kernel:
@@ -59,6 +82,15 @@ class ResolvedKernel:
     @property
     def cost(self) -> Cost:
         return self.row.cost
+
+    def describe(self, indent: str = "  ") -> list[str]:
+        """Lines naming the kernel (key, dtypes, backend, source, row, cost and
+        trust) and why each other row of its slot lost."""
+        lines = [f"{indent}kernel: {self.key!r} {_fmt(self.dtypes)} on {self.backend!r}, row {self.index} of "
+                 f"{self.of}: {self.row.source}, {fmt_cost(self.cost)} -- {self.why}"]
+        for i, row, why in self.losers:
+            lines.append(f"{indent}  row {i} not used: {row.source}, {fmt_cost(row.cost)} -- {why}")
+        return lines
 
 
 def _elem(value: Any) -> str:
@@ -139,19 +171,57 @@ def region_row_fits(row: BindingRow, node: Any) -> bool:
     return any(shape_cap_fits(c, shapes) for c in exact)
 
 
-def _best(rows: tuple[BindingRow, ...]) -> BindingRow:
-    """The priced row predicted fastest, else the first registered."""
-    best = rows[0]
-    for row in rows[1:]:
-        if cheaper(row.cost, best.cost):
-            best = row
-    return best
+def _rank(index: int, row: BindingRow, excluded: bool) -> tuple[Any, ...]:
+    """Sort key of a fitting row (the greatest wins): not excluded, priced,
+    cheapest, most trusted, newest."""
+    c = row.cost
+    if not c.is_known:
+        return (not excluded, False, 0.0, -1, index)
+    return (not excluded, True, -c.ns, c.trust_rank, index)  # type: ignore[union-attr]
 
 
-def compile_one(node: Any, table: BindingTable, backend: str, *, fused_id: int | None = None) -> ResolvedKernel:
-    """Resolve `node` (a prim op or a fused.region) to its kernel row in `table`.
+def _lost_because(row: BindingRow, winner: BindingRow, excluded: bool) -> str:
+    c, w = row.cost, winner.cost
+    if excluded:
+        return "failed verify in this function: not run again"
+    if not c.is_known:
+        return ("unpriced (UNKNOWN_COST): a priced row wins" if w.is_known
+                else "unpriced like the winner, and older: a tie goes to the newest row")
+    if cheaper(w, c):
+        return f"costlier than the row chosen ({c.ns / 1000:.3g} us > {w.ns / 1000:.3g} us)"  # type: ignore[union-attr]
+    if c.trust_rank < w.trust_rank:  # type: ignore[union-attr]
+        return f"same predicted time, less trusted ({c.trust} < {w.trust})"  # type: ignore[union-attr]
+    return "same predicted time and trust, older: a tie goes to the newest row"
+
+
+def choose_row(rows: Sequence[BindingRow], excluded: Collection[int] = ()) -> tuple[int, str, list[tuple[int, str]]]:
+    """The rule of the module docstring over fitting `rows` (registration
+    order): (index of the winner, why it won, [(index, why it lost)]).
+    `excluded`: kernel addresses to pass over (verify found them wrong),
+    chosen only when nothing else fits."""
+    ranks = [_rank(i, r, r.address in excluded) for i, r in enumerate(rows)]
+    win = max(range(len(rows)), key=lambda i: ranks[i])
+    winner = rows[win]
+    losers = [(i, _lost_because(r, winner, r.address in excluded)) for i, r in enumerate(rows) if i != win]
+    if len(rows) == 1:
+        why = "the only row that fits"
+    elif not winner.cost.is_known:
+        why = "no row that fits is priced; the newest is taken"
+    else:
+        tied = any(rk[1:4] == ranks[win][1:4] for i, rk in enumerate(ranks) if i != win)
+        why = "the cheapest priced row that fits" + (" (the newest of a tie)" if tied else "")
+    if winner.address in excluded:
+        why = "failed verify in this function, but nothing else fits"
+    return win, why, losers
+
+
+def compile_one(node: Any, table: BindingTable, backend: str, *, fused_id: int | None = None,
+                exclude: Collection[tuple[BindingKey, int]] = ()) -> ResolvedKernel:
+    """Resolve `node` (a prim op or a fused.region) to its kernel row in `table`
+    (`choose_row` among the rows that fit).
 
     `fused_id` overrides the region's own id (an id the JIT adopted for it).
+    `exclude`: (key, kernel address) pairs to pass over unless nothing else fits.
     Raises `KernelMiss` when nothing is bound for the exact dtypes on `backend`.
     """
     dtypes = node_dtypes(node)
@@ -162,18 +232,24 @@ def compile_one(node: Any, table: BindingTable, backend: str, *, fused_id: int |
             f"fusebind: {label} has no FusedOpId (fused_id = 0, unassigned) for dtypes {_fmt(dtypes)} on backend "
             f"{backend!r}; adopt it first with adopt_runtime_fused(name, region, kernel, dtypes, backend), "
             "or run its arm 0 (the primitives)", None, dtypes, backend)
-    rows = table.lookup(key, dtypes, backend)
+    bound = table.lookup(key, dtypes, backend)
     want: frozenset[str] = frozenset()
-    shape_filtered = False
     if not key.is_runtime and node.name != "fused.region":
         want = required_caps(node)
-        rows = tuple(r for r in rows if want <= r.caps)
-    elif rows:  # a fused.region, static catalog or runtime key: the row must fit its ranks and shapes
-        fitting = tuple(r for r in rows if region_row_fits(r, node))
-        shape_filtered = len(fitting) < len(rows)
-        rows = fitting
-    if rows:
-        return ResolvedKernel(key, dtypes, backend, _best(rows))
+        fit = [want <= r.caps for r in bound]
+        misfit = f"lacks the caps this op needs {{{', '.join(sorted(want))}}}"
+    else:  # a fused.region, static catalog or runtime key: the row must fit its ranks and shapes
+        fit = [region_row_fits(r, node) for r in bound]
+        misfit = "does not fit the region's ranks or shapes"
+    shape_filtered = not all(fit) and not want  # a region row declined for its ranks or shapes
+    fitting = [i for i, ok in enumerate(fit) if ok]
+    if fitting:
+        excluded = {address for k, address in exclude if k == key}
+        win, why, lost = choose_row([bound[i] for i in fitting], excluded)
+        losers = [(fitting[j], bound[fitting[j]], reason) for j, reason in lost]
+        losers += [(i, bound[i], misfit) for i, ok in enumerate(fit) if not ok]
+        return ResolvedKernel(key, dtypes, backend, bound[fitting[win]], fitting[win], len(bound), why,
+                              tuple(sorted(losers, key=lambda t: t[0])))
     nearby = table.describe_nearby(key, backend)
     shapes = ", ".join("x".join("?" if d is None else str(d) for d in s) or "scalar" for s in _node_shapes(node))
     fits = (f" (the rows bound there do not fit the region's ranks or shapes [{shapes}])"

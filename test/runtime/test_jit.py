@@ -134,7 +134,7 @@ def test_executor_uses_the_same_compiler(isolated_bindings, cache) -> None:
     a = np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32)
     b = np.random.default_rng(2).standard_normal(8).astype(np.float32)
     np.testing.assert_allclose(f(a, b), -np.exp(a + b), rtol=1e-6)
-    assert isinstance(f.executor.compiler, JitCompiler) and f.stats.compiles == 1
+    assert isinstance(f.executor.compiler, JitCompiler) and f.stats.compiles + f.stats.object_cache_hits == 1
 
 
 def test_executor_compile_failure_is_explained(isolated_bindings, cache) -> None:

@@ -75,3 +75,28 @@ def test_raise_mode_still_raises_on_every_call(tmp_path) -> None:
     for seed in range(2):
         with pytest.raises(FusedArmMismatch, match=r"the fused arm differs from arm 0 in \d+ of 256 elements"):
             f(*_vectors(seed))
+
+
+def test_a_right_kernel_adopted_after_a_failed_one_runs_even_when_priced_higher(tmp_path) -> None:
+    """The row verify found wrong is passed over (not just the region): a
+    correct kernel adopted later runs fused, although it is predicted slower
+    than the wrong one, and explain says why the wrong row lost."""
+    from fusebind.compiler.cost import CostEstimate
+
+    _adopt_wrong_kernel(tmp_path)
+    f = fb.compile(_module("mul", False), verify=True, verify_action="warn")
+    a, b = _vectors(1)
+    with pytest.warns(FusedArmMismatchWarning):
+        f(a, b)
+    right = decompose_region(_region("mul"), cache=ObjectCache(tmp_path / "cache"))
+    c = right.cost
+    adopt_runtime_fused("k", _region("mul"), right.load(), ["f32"] * 3, "cpu",
+                        cost=CostEstimate(c.flops, c.bytes, c.ns * 1.5, "declared"))
+    a2, b2 = _vectors(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(f(a2, b2), a2 * b2 + a2)
+    assert f.stats.arms.fused_calls == 2
+    text = f.explain(a2, b2)
+    assert "row 1 of 2: llvm:" in text and "chosen: fused RuntimeFused(" in text
+    assert "row 0 not used: llvm:" in text and "-- failed verify in this function: not run again" in text
