@@ -137,7 +137,7 @@ def test_background_tiering_arm0_then_fused(object_cache) -> None:
     release.set()
     assert f.wait_compiled(60)
     np.testing.assert_allclose(f(x, b), ref, rtol=1e-6)
-    assert f.stats.fused_calls == 1 and f.stats.compiles == 1
+    assert f.stats.fused_calls == 1 and f.stats.compiles + f.stats.object_cache_hits == 1
     assert "chosen: fused" in f.explain(x, b)
 
 

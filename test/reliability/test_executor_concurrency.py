@@ -109,7 +109,7 @@ PROCESS_SCRIPT = textwrap.dedent("""
             x, y = (rng.standard_normal((16, 64)).astype(np.float32) for _ in range(2))
             if not np.allclose(f(x, y), ref(x, y), rtol=1e-5, atol=1e-6):
                 bad += 1
-    print(json.dumps({"bad": bad, "compiles": sum(f.stats.compiles for _, f in fns.values()),
+    print(json.dumps({"bad": bad, "compiles": sum(f.stats.compiles + f.stats.object_cache_hits for _, f in fns.values()),
                       "fused": sum(f.stats.fused_calls for _, f in fns.values())}))
 """)
 
