@@ -1,9 +1,9 @@
 """fusebind: capability-gated fusion of tensor programs.
 
-The public API (`import fusebind as fb`): `fb.jit`, `fb.compile`, the array
-functions (`fb.exp`, `fb.softmax`, ...) and the user-facing errors. They are
-imported lazily (PEP 562), so `import fusebind` stays cheap for the
-packages that only need `fusebind.runtime`.
+The public API (`import fusebind as fb`): `fb.jit`, `fb.compile`,
+`fb.constant`, the array functions (`fb.exp`, `fb.softmax`, ...) and the
+user-facing errors. They are imported lazily (PEP 562), so `import
+fusebind` stays cheap for the packages that only need `fusebind.runtime`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any
 __version__ = "0.1.0"
 
 _API = (
-    "ArgumentError", "CompiledFunction", "FusebindAxisError", "FusebindError", "FusebindValueError", "JitFunction", "TraceError", "UnsupportedOperation", "compile", "erf",
-    "exp", "gelu", "jit", "layer_norm", "log", "matmul", "maximum", "minimum", "relu", "sigmoid", "softmax",
+    "ArgumentError", "CompiledFunction", "ConstantArray", "EntryError", "FusebindAxisError", "FusebindError",
+    "FusebindOverflowError", "FusebindValueError", "JitFunction", "TraceError", "UnsupportedOperation", "compile",
+    "constant", "erf", "exp", "gelu", "jit", "layer_norm", "log", "matmul", "maximum", "minimum", "relu", "sigmoid", "softmax",
     "sqrt", "tanh", "where",
 )
 

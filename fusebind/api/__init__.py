@@ -1,10 +1,12 @@
 """fusebind's Python API: `jit`, `compile` and the array functions.
 
 Owns nothing but the public names; see trace.py (tracing), functions.py
-(exp, softmax, ...), jit.py (the callable) and compile.py (MLIR input).
+(exp, softmax, ...), jit.py (the callable), capture.py (scalar arguments,
+captured arrays, `constant`) and compile.py (MLIR input).
 """
 
-from fusebind.api.compile import CompiledFunction, compile
+from fusebind.api.capture import ConstantArray, FusebindOverflowError, constant
+from fusebind.api.compile import CompiledFunction, EntryError, compile
 from fusebind.api.errors import (
     ArgumentError, FusebindAxisError, FusebindError, FusebindValueError, TraceError, UnsupportedOperation,
 )
@@ -14,7 +16,8 @@ from fusebind.api.functions import (
 from fusebind.api.jit import JitFunction, jit
 
 __all__ = [
-    "ArgumentError", "CompiledFunction", "FusebindAxisError", "FusebindError", "FusebindValueError", "JitFunction", "TraceError", "UnsupportedOperation", "compile", "erf",
-    "exp", "gelu", "jit", "layer_norm", "log", "matmul", "maximum", "minimum", "relu", "sigmoid", "softmax",
+    "ArgumentError", "CompiledFunction", "ConstantArray", "EntryError", "FusebindAxisError", "FusebindError",
+    "FusebindOverflowError", "FusebindValueError", "JitFunction", "TraceError", "UnsupportedOperation", "compile",
+    "constant", "erf", "exp", "gelu", "jit", "layer_norm", "log", "matmul", "maximum", "minimum", "relu", "sigmoid", "softmax",
     "sqrt", "tanh", "where",
 ]

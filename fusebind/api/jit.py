@@ -4,20 +4,28 @@ Owns `JitFunction` (per-signature cache of traced modules and their
 executors, `.mlir`, `.optimized`, `.explain`, `.stats`) and `jit` (the
 decorator, with or without options) and `default_optimizer` (the
 capability-gated `optimize_graph` against the table snapshot). A new input
-signature (shapes and dtypes) is traced once; later calls with it go
-straight to its executor.
+signature (shapes and dtypes of arrays, the Python type of scalar
+arguments: capture.call_key) is traced once; later calls with it go
+straight to its executor. A signature may have several traces, one per
+shape/dtype of the arrays the function captures (newest tried first).
+
+The executor's arguments are the call's (Python scalars as 0-d arrays),
+then the captured arrays as they are at the call (capture.Binding); on the
+fast path `bind` builds that list and the thunk checks it.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fusebind.api.errors import ArgumentError
-from fusebind.api.trace import SUPPORTED, parameter_names, trace
+from fusebind.api.capture import Binding, call_key
+from fusebind.api.errors import UnsupportedOperation
+from fusebind.api.trace import parameter_names, trace_graph
 from fusebind.runtime import bindings as _bindings
 from fusebind.runtime.executor import Executor
 
@@ -91,62 +99,101 @@ class JitFunction:
                              threads=threads, cache=cache, before_compile=before_compile, machine=machine,
                              profile=profile)
         self._executors: dict[Any, Executor] = {}
-        self._fast: Any = None  # the FastPath of the last plan run (see Executor.__call__)
+        #: per trace key (capture.call_key), its traces, newest first: (binding, executor)
+        self._entries: dict[Any, list[tuple[Binding, Executor]]] = {}
+        #: (FastPath of the last plan run, its binding's `bind` or None when the call's
+        #: arguments are the kernel's): one attribute, read at once by the fast path
+        self._last: tuple[Any, Any] = (None, None)
         self._traces = 0
         functools.update_wrapper(self, fn)
 
     # ------------------------------------------------------------------ calls
-    def __call__(self, *args: Any, out: Any = None) -> Any:
-        """Run on numpy arrays. `out`: write the result into this array (a
-        tuple of arrays or Nones for several results) and return it; it must
-        have the result's dtype and shape, be C-contiguous and writeable, and
-        share no memory with an input. Without `out`, large results come from
-        a recycler: an earlier result you no longer reference may be reused."""
+    def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
+        """Run on numpy arrays and Python scalars. `out`: write the result into
+        this array (a tuple of arrays or Nones for several results) and return
+        it; it must have the result's dtype and shape, be C-contiguous and
+        writeable, and share no memory with an input. Without `out`, large
+        results come from a recycler: an earlier result you no longer
+        reference may be reused.
+
+        Python scalar arguments are weak, as in numpy (NEP 50): `f(x32, 2)`
+        computes in float32; their type (bool/int/float) is part of the trace
+        key, their value is not. Arrays the function captures (closure
+        variables, globals) are read at every call; see `fb.constant`."""
         # Fast path: one fused kernel, whose thunk checks every argument itself
-        # (exact ndarray, dtype, shape, contiguity) and declines with None.
-        fast = self._fast
-        if fast is not None and fast.generation == _bindings._current.generation:
-            if out is None:
-                o = fast.alloc()
-                if fast.function(*args, o) is not None:
-                    fast.calls += 1
-                    return o
-            elif type(out) is np.ndarray and out.base is None:
-                # inline fast_out_ok (executor.py): inputs that own their memory cannot overlap `out`
-                for a in args:
-                    if a is out or type(a) is not np.ndarray or a.base is not None:
-                        break
-                else:
-                    if fast.function(*args, out) is not None:
+        # (exact ndarray, dtype, shape, contiguity) and declines with None. With
+        # scalar arguments or captured arrays, `bind` first makes the kernel's
+        # argument list (0-d scalars, then the captured arrays as they are now).
+        fast, bind = self._last
+        if fast is not None and fast.generation == _bindings._current.generation and not kwargs:
+            full = args if bind is None else bind(args)
+            if full is not None:
+                if out is None:
+                    o = fast.alloc()
+                    if fast.function(*full, o) is not None:
                         fast.calls += 1
-                        return out
-        arrays = [a if type(a) is np.ndarray else np.asarray(a) for a in args]
-        sig = tuple((a.shape, a.dtype) for a in arrays)
-        ex = self._executors.get(sig)
-        if ex is None:
-            ex = self.executor(*arrays)
-        result = ex.run_signature(sig, arrays, out)
-        self._fast = ex.fast
+                        return o
+                elif type(out) is np.ndarray and out.base is None:
+                    # inline fast_out_ok (executor.py): inputs that own their memory cannot overlap `out`
+                    for a in full:
+                        if a is out or type(a) is not np.ndarray or a.base is not None:
+                            break
+                    else:
+                        if fast.function(*full, out) is not None:
+                            fast.calls += 1
+                            return out
+        if kwargs:
+            try:
+                params = ", ".join(inspect.signature(self.fn).parameters)
+            except (TypeError, ValueError):
+                params = "see its definition"
+            raise UnsupportedOperation(
+                f"fusebind: '{self.name}' was called with keyword argument{'s' if len(kwargs) > 1 else ''} "
+                f"{', '.join(kwargs)}; keyword arguments of jitted functions are not supported yet: pass every "
+                f"argument positionally, in the order of the parameters ({params})")
+        binding, ex, full = self._entry(args)
+        result = ex.run_signature(tuple((a.shape, a.dtype) for a in full), full, out)
+        self._last = (ex.fast, binding.bind)
         return result
+
+    @property
+    def _fast(self) -> Any:
+        """The FastPath of the last plan run (see Executor.__call__), or None."""
+        return self._last[0]
+
+    def _entry(self, args: Sequence[Any]) -> tuple[Binding, Executor, list[np.ndarray]]:
+        """The trace (binding, executor) for these arguments and the executor's argument list
+        (explicit arrays, scalars as 0-d arrays, captured arrays); traced when
+        no earlier trace fits (a new key, or a captured array whose shape or
+        dtype changed). Runs the trace's call-time checks."""
+        key, arrays = call_key(args, lambda: parameter_names(self.fn, len(args)), self.name)
+        for binding, ex in self._entries.get(key, ()):
+            hidden = binding.hidden()
+            if hidden is not None:
+                for check in binding.checks:
+                    check(args)
+                return binding, ex, arrays + hidden
+        names = parameter_names(self.fn, len(args))
+        kinds = [k if isinstance(k, type) else None for k in key]
+        module, graph = trace_graph(self.fn, arrays, names, self.name, kinds)
+        self._traces += 1
+        captures = [cap for cap, _ in graph.captures.values()]  # in hidden-argument order
+        binding = Binding(len(args), [(i, k, f"argument '{names[i]}' (#{i}) of '{self.name}'")
+                                      for i, k in enumerate(kinds) if k is not None], graph.checks, captures)
+        ex = Executor(module, self.name, name=self.name, optimize=default_optimizer(self._options["backend"]),
+                      arg_names=names + [f"{cap.name} (captured)" for cap in captures], **self._options)
+        self._entries.setdefault(key, []).insert(0, (binding, ex))  # the newest trace is tried first
+        self._executors[(key, len(self._executors))] = ex
+        for check in binding.checks:
+            check(args)
+        hidden = binding.hidden()
+        if hidden is None:  # the captured value changed while tracing: use what was traced
+            hidden = [cap.convert(cap.obj) if cap.convert is not None else cap.obj for cap in captures]
+        return binding, ex, arrays + hidden
 
     def executor(self, *args: Any) -> Executor:
         """The executor for arguments like these (traced on first use)."""
-        arrays = [np.asarray(a) for a in args]
-        sig = tuple((a.shape, a.dtype) for a in arrays)
-        ex = self._executors.get(sig)
-        if ex is not None:
-            return ex
-        names = parameter_names(self.fn, len(arrays))
-        for i, a in enumerate(arrays):
-            if a.dtype not in SUPPORTED:
-                raise ArgumentError(f"fusebind: argument '{names[i]}' (#{i}) of '{self.name}': dtype {a.dtype} is "
-                                    "not supported; use float32, float64, int32, int64 or bool (native byte order)")
-        module = trace(self.fn, arrays, names, self.name)
-        self._traces += 1
-        ex = Executor(module, self.name, name=self.name, optimize=default_optimizer(self._options["backend"]),
-                      arg_names=names, **self._options)
-        self._executors[sig] = ex
-        return ex
+        return self._entry(args)[1]
 
     # ------------------------------------------------------------------ inspection
     def mlir(self, *args: Any) -> str:
@@ -159,13 +206,14 @@ class JitFunction:
         """The module after fusion against the current table (text)."""
         from fusebind.dialect import print_module
 
-        ex = self.executor(*args)
-        ex.plan_for([np.asarray(a) for a in args])
+        _, ex, full = self._entry(args)
+        ex.plan_for(full)
         return print_module(ex.optimized_module)
 
     def explain(self, *args: Any) -> str:
         """Regions, ids, costs, chosen arms and gate decisions, for a person."""
-        return self.executor(*args).explain([np.asarray(a) for a in args])
+        _, ex, full = self._entry(args)
+        return ex.explain(full)
 
     def wait_compiled(self, timeout: float | None = None) -> bool:
         """Wait for background compilation of every signature; False on timeout."""

@@ -1,9 +1,16 @@
 """Tracing a Python function over arrays into a module of prim ops.
 
 Owns `Tracer` (a symbolic array with numpy-style operators and methods),
-`trace(fn, arrays, names)` and the dtype rules: numpy promotion between
-arrays, NEP 50 for Python scalars (weak: `f32_array * 2.0` stays float32),
-numpy scalars are strong (`np.float64(2) * f32_array` is float64).
+`trace(fn, arrays, names)` / `trace_graph` and the dtype rules: numpy
+promotion between arrays, NEP 50 for Python scalars (weak: `f32_array *
+2.0` stays float32; the rules themselves are in weak.py), numpy scalars are
+strong (`np.float64(2) * f32_array` is float64). Python scalars are weak
+wherever they come from: literals, scalar arguments (0-d arguments whose
+value is not in the trace), and Python arithmetic on them (`Graph.weak`,
+with a recipe per value for the call-time checks). An array, list or tuple
+the function reads from outside its arguments becomes a hidden argument
+(`capture_array`, capture.py); numpy scalars and `fb.constant` arrays are
+baked in as constants.
 
 Must not: run anything (the executor does), or know about kernels.
 """
@@ -11,6 +18,7 @@ Must not: run anything (the executor does), or know about kernels.
 from __future__ import annotations
 
 import inspect
+import operator
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -18,7 +26,12 @@ from xdsl.dialects import func as func_d
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Region
 
+from fusebind.api.capture import (
+    CANONICAL, Capture, ConstantArray, FusebindOverflowError, make_capture, scalar_kind,
+)
 from fusebind.api.errors import TraceError, UnsupportedOperation
+from fusebind.api.weak import COMPARE, PY_OP, Recipe, fits_check, python_kind, type_check, weak_dtype
+from fusebind.api.weak import weak_result as _weak_result  # noqa: F401 (the old name, kept for importers)
 
 SUPPORTED = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64", np.dtype(np.int32): "i32",
              np.dtype(np.int64): "i64", np.dtype(np.bool_): "i1"}
@@ -28,16 +41,37 @@ def elem_name(dtype: np.dtype) -> str:
     return SUPPORTED[np.dtype(dtype)]
 
 
-class Graph:
-    """The block being built and what the error messages need."""
+#: unary ops that keep a Python scalar a Python scalar (Graph.add): op class name -> (Python op, text)
+_WEAK_UNARY: dict[str, tuple[Callable[[Any], Any], str]] = {"NegOp": (operator.neg, "-"), "AbsOp": (abs, "abs")}
 
-    def __init__(self, fn_name: str, arg_desc: str) -> None:
+
+class Graph:
+    """The block being built and what the error messages need.
+
+    `weak`: the values that are Python scalars in the eager program (scalar
+    arguments, literals and Python arithmetic on them), each with its
+    Python type, a recipe computing it from the call's arguments and its
+    text; `checks`: what the call must verify first (capture.Binding);
+    `captures`: arrays read from outside the arguments, by id (one hidden
+    argument each, see `capture_array`); `fn`: the traced function."""
+
+    def __init__(self, fn_name: str, arg_desc: str, fn: Any = None) -> None:
         self.fn_name = fn_name
         self.arg_desc = arg_desc
         self.block = Block()
+        self.fn = fn
+        self.weak: dict[Any, tuple[type, Recipe, str]] = {}
+        self.checks: list[Callable[[Sequence[Any]], None]] = []
+        self.captures: dict[int, tuple[Capture, "Tracer"]] = {}
 
     def add(self, op: Any) -> "Tracer":
         self.block.add_op(op)
+        unary = _WEAK_UNARY.get(type(op).__name__)
+        if unary is not None and op.operands[0] in self.weak:
+            kind, recipe, text = self.weak[op.operands[0]]  # -s and abs(s) of a Python int/float stay one
+            if kind is not bool:
+                py, name = unary
+                self.weak[op.results[0]] = (kind, lambda args: py(recipe(args)), f"{name}({text})")
         return Tracer(self, op.results[0])
 
     def error(self, what: str) -> TraceError:
@@ -224,26 +258,95 @@ def _axes(x: Tracer, axis: Any) -> list[int]:
 def _const(graph: Graph, value: Any, dtype: np.dtype) -> Tracer:
     from fusebind.dialect.prim import ConstantOp
 
-    return graph.add(ConstantOp.from_array(np.asarray(value, dtype=dtype)))
+    try:
+        arr = np.asarray(value, dtype=dtype)
+    except OverflowError as exc:  # numpy's message: "Python integer 1099511627776 out of bounds for int32"
+        raise FusebindOverflowError(f"fusebind: in '{graph.fn_name}': {exc}") from None
+    return graph.add(ConstantOp.from_array(arr))
 
 
-def _weak_result(t: np.dtype, scalar: Any) -> np.dtype:
-    """NEP 50: a Python scalar takes the array's dtype unless its kind is higher."""
-    if isinstance(scalar, bool):
-        return t
-    if isinstance(scalar, int):
-        return t if t.kind in "fi" else np.dtype(np.int64)
-    if isinstance(scalar, float):
-        return t if t.kind == "f" else np.dtype(np.float64)
-    raise TypeError(f"unsupported scalar {scalar!r}")
+def weak_kind(value: Any) -> type | None:
+    """bool, int or float when `value` is a Python scalar of the eager program
+    (a literal, a scalar argument, or Python arithmetic on them); None for
+    arrays and numpy scalars (strong)."""
+    if isinstance(value, Tracer):
+        w = value.graph.weak.get(value.value)
+        return w[0] if w is not None else None
+    return scalar_kind(value)
+
+
+def weak_bool_as_int(t: Tracer) -> Tracer:
+    """A Python bool (weak) as the Python int it is in arithmetic (`-True`
+    is -1): an int64 tracer, weak, for unary ops that take no bool."""
+    kind, recipe, text = t.graph.weak[t.value]
+    out = t.astype(np.int64)
+    t.graph.weak[out.value] = (int, lambda args: int(recipe(args)), f"int({text})")
+    return out
+
+
+def _recipe(graph: Graph, value: Any) -> tuple[Recipe, str]:
+    """How the call's arguments give this Python scalar (a literal or a weak traced value), and its text."""
+    if isinstance(value, Tracer):
+        _, recipe, text = graph.weak[value.value]
+        return recipe, text
+    return (lambda _args: value), repr(value)
+
+
+def _weak_operand(graph: Graph, value: Any, kind: type, dt: np.dtype) -> Tracer:
+    """A Python scalar operand converted to `dt`, as numpy converts it: a
+    literal becomes a constant (out of range raises, as numpy does); a traced
+    one is cast, after a call-time check that it fits an integer `dt`."""
+    if not isinstance(value, Tracer):
+        return _const(graph, value, dt)
+    if kind is int and dt.kind == "i" and dt != value.dtype:
+        graph.checks.append(fits_check(*_recipe(graph, value), dt, graph.fn_name))
+    return value.astype(dt)
+
+
+def capture_array(graph: Graph, value: Any) -> Tracer:
+    """An array (or list/tuple) the function reads from outside its
+    arguments: a hidden argument of the trace, passed at every call
+    (capture.py), one per object however often it is used."""
+    from fusebind.dialect.types import tensor_type
+
+    hit = graph.captures.get(id(value))
+    if hit is not None:
+        return hit[1]
+    if type(value) not in (np.ndarray, list, tuple):
+        raise UnsupportedOperation(f"fusebind: in '{graph.fn_name}': a captured {type(value).__name__} (an ndarray "
+                                   "subclass) is not supported; use np.asarray(value), or fb.constant(value) to "
+                                   "bake it in")
+    cap = make_capture(graph.fn, value, len(graph.captures))
+    if cap.dtype not in SUPPORTED:
+        raise UnsupportedOperation(f"fusebind: in '{graph.fn_name}': the captured array '{cap.name}' has dtype "
+                                   f"{cap.dtype}, which is not supported; use float32, float64, int32, int64 or "
+                                   "bool")
+    arg = graph.block.insert_arg(tensor_type(cap.shape, elem_name(cap.dtype)), len(graph.block.args))
+    if cap.name.isidentifier() and all(a.name_hint != cap.name for a in graph.block.args):
+        arg.name_hint = cap.name  # `%W` in .mlir(), unless a parameter has that name
+    t = Tracer(graph, arg)
+    graph.captures[id(value)] = (cap, t)
+    return t
 
 
 def as_tracer(graph: Graph, value: Any, like: np.dtype | None = None) -> Tracer:
-    """A Tracer for a Tracer, a Python/numpy scalar or an array constant."""
+    """A Tracer for a Tracer, a Python scalar (weak; of dtype `like` when
+    given), a numpy scalar or `fb.constant` (baked in), or an array, list or
+    tuple read from outside the arguments (a hidden argument: capture_array)."""
     if isinstance(value, Tracer):
         return value
-    if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
-        return _const(graph, value, like if like is not None else np.asarray(value).dtype)
+    kind = scalar_kind(value)
+    if kind is not None:
+        if like is not None:
+            return _const(graph, value, like)
+        t = _const(graph, value, CANONICAL[kind])
+        graph.weak[t.value] = (kind, lambda _args: value, repr(value))
+        return t
+    if isinstance(value, (np.ndarray, list, tuple)) and not isinstance(value, ConstantArray):
+        return capture_array(graph, value)
+    if value is None or not isinstance(value, (np.ndarray, np.generic)):
+        raise UnsupportedOperation(f"fusebind: in '{graph.fn_name}': an operand of type {type(value).__name__} is "
+                                   "not an array; use arrays, Python or numpy scalars")
     arr = np.asarray(value)
     if arr.dtype not in SUPPORTED:
         raise UnsupportedOperation(f"fusebind: in '{graph.fn_name}': a constant of dtype {arr.dtype} is not "
@@ -251,23 +354,28 @@ def as_tracer(graph: Graph, value: Any, like: np.dtype | None = None) -> Tracer:
     return _const(graph, arr, arr.dtype)
 
 
-def _operands(a: Any, b: Any) -> tuple[Tracer, Tracer]:
+def _operands(a: Any, b: Any, op: str | None = None) -> tuple[Tracer, Tracer]:
+    """Both operands of `a <op> b` as tracers of one dtype, promoted as numpy
+    does: arrays and numpy scalars by `np.result_type`; a Python scalar
+    (weak, NEP 50) takes the other operand's dtype unless its kind is higher
+    (int with a bool array: int64; float with an int array: float64); two
+    Python scalars follow Python (int * float is a float, True + True an int)."""
     graph = a.graph if isinstance(a, Tracer) else b.graph
-    ta = a if isinstance(a, Tracer) else None
-    tb = b if isinstance(b, Tracer) else None
-    def weak(v: Any) -> bool:  # np.float64 subclasses float, but numpy scalars are strong
-        return isinstance(v, (bool, int, float)) and not isinstance(v, np.generic)
-
-    if ta is not None and tb is None and weak(b):
-        dt = _weak_result(ta.dtype, b)
-        return ta.astype(dt), as_tracer(graph, b, dt)
-    if tb is not None and ta is None and weak(a):
-        dt = _weak_result(tb.dtype, a)
-        return as_tracer(graph, a, dt), tb.astype(dt)
-    ta = ta if ta is not None else as_tracer(graph, a)
-    tb = tb if tb is not None else as_tracer(graph, b)
-    dt = np.result_type(ta.dtype, tb.dtype)
-    return ta.astype(dt), tb.astype(dt)
+    ka, kb = weak_kind(a), weak_kind(b)
+    if ka is None and kb is None:
+        ta, tb = as_tracer(graph, a), as_tracer(graph, b)
+        dt = np.result_type(ta.dtype, tb.dtype)
+        return ta.astype(dt), tb.astype(dt)
+    if ka is not None and kb is not None:
+        dt = CANONICAL[python_kind(ka, kb, op)]
+        return _weak_operand(graph, a, ka, dt), _weak_operand(graph, b, kb, dt)
+    if ka is None:
+        ta = as_tracer(graph, a)
+        dt = weak_dtype(ta.dtype, kb, op)  # type: ignore[arg-type]
+        return ta.astype(dt), _weak_operand(graph, b, kb, dt)  # type: ignore[arg-type]
+    tb = as_tracer(graph, b)
+    dt = weak_dtype(tb.dtype, ka, op)
+    return _weak_operand(graph, a, ka, dt), tb.astype(dt)
 
 
 _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "max": "maximum", "min": "minimum",
@@ -284,10 +392,30 @@ def _check_broadcast(graph: Graph, kind: str, *xs: Tracer) -> None:
 
 
 def binary(kind: str, a: Any, b: Any) -> Tracer:
-    """`a <kind> b` with numpy's promotion and broadcasting."""
+    """`a <kind> b` with numpy's promotion and broadcasting. Of two Python
+    scalars (weak) the result is a Python scalar too (except maximum and
+    minimum, numpy functions that return numpy scalars), checked at call time."""
+    ka, kb = weak_kind(a), weak_kind(b)
+    out = _binary(kind, a, b)
+    py = PY_OP.get(kind)
+    if ka is not None and kb is not None and py is not None:
+        graph = out.graph
+        (ra, ta), (rb, tb) = _recipe(graph, a), _recipe(graph, b)
+        kind_out = bool if kind in COMPARE else {"b": bool, "i": int, "f": float}[out.dtype.kind]
+
+        def recipe(args: Sequence[Any]) -> Any:
+            return py(ra(args), rb(args))
+
+        text = f"({ta} {_SYMBOL.get(kind, kind)} {tb})"
+        graph.weak[out.value] = (kind_out, recipe, text)
+        graph.checks.append(type_check(recipe, text, kind_out, graph.fn_name))
+    return out
+
+
+def _binary(kind: str, a: Any, b: Any) -> Tracer:
     from fusebind.dialect import prim
 
-    x, y = _operands(a, b)
+    x, y = _operands(a, b, kind)
     graph = x.graph
     _check_broadcast(graph, kind, x, y)
     if kind in ("lt", "le", "gt", "ge", "eq", "ne"):
@@ -321,32 +449,66 @@ def matmul(a: Any, b: Any) -> Tracer:
         raise x.graph.error(f"'@': {exc}") from None
 
 
-def describe_args(names: Sequence[str], arrays: Sequence[np.ndarray]) -> str:
-    return ", ".join(f"'{n}' (#{i}) {a.dtype}{_shape_str(a.shape)}" for i, (n, a) in enumerate(zip(names, arrays)))
+def describe_args(names: Sequence[str], arrays: Sequence[np.ndarray], kinds: Sequence[type | None] = ()) -> str:
+    """`'x' (#0) float32[4,8], 's' (#1) int` (a Python scalar argument shows its Python type)."""
+    def one(i: int, a: np.ndarray) -> str:
+        kind = kinds[i] if i < len(kinds) else None
+        return kind.__name__ if kind is not None else f"{a.dtype}{_shape_str(a.shape)}"
+    return ", ".join(f"'{n}' (#{i}) {one(i, a)}" for i, (n, a) in enumerate(zip(names, arrays)))
 
 
-def trace(fn: Callable[..., Any], arrays: Sequence[np.ndarray], names: Sequence[str], fn_name: str) -> ModuleOp:
+def trace(fn: Callable[..., Any], arrays: Sequence[np.ndarray], names: Sequence[str], fn_name: str,
+          kinds: Sequence[type | None] = ()) -> ModuleOp:
     """A module with one `func.func @<fn_name>` computing `fn` on arrays like these."""
+    return trace_graph(fn, arrays, names, fn_name, kinds)[0]
+
+
+def trace_graph(fn: Callable[..., Any], arrays: Sequence[np.ndarray], names: Sequence[str], fn_name: str,
+                kinds: Sequence[type | None] = ()) -> tuple[ModuleOp, Graph]:
+    """`trace`, and the graph: its weak values, call-time checks and captured
+    arrays. The function's arguments are `arrays` (kinds[i] not None: a Python
+    scalar of that type, passed as a 0-d bool/int64/float64 array and weak),
+    then one hidden argument per captured array, in the order first used."""
     from fusebind.dialect.types import tensor_type
 
-    graph = Graph(fn_name, "arguments " + describe_args(names, arrays))
-    types = [tensor_type(a.shape, elem_name(a.dtype)) for a in arrays]
+    graph = Graph(fn_name, "arguments " + describe_args(names, arrays, kinds), fn)
     block = graph.block
-    for t, n in zip(types, names):
-        arg = block.insert_arg(t, len(block.args))
+    for i, (a, n) in enumerate(zip(arrays, names)):
+        arg = block.insert_arg(tensor_type(a.shape, elem_name(a.dtype)), len(block.args))
         arg.name_hint = n if n.isidentifier() else None
+        kind = kinds[i] if i < len(kinds) else None
+        if kind is not None:
+            graph.weak[arg] = (kind, lambda args, i=i: args[i], n)
     tracers = [Tracer(graph, a) for a in block.args]
     out = fn(*tracers)
     many = isinstance(out, (tuple, list))
     outs = list(out) if many else [out]
-    results = []
-    for i, o in enumerate(outs):
-        if not isinstance(o, Tracer):
-            o = as_tracer(graph, o)
-        results.append(o)
+    if not outs:
+        raise UnsupportedOperation(f"fusebind: '{fn_name}' returned an empty {type(out).__name__}; a jitted "
+                                   "function must return at least one array")
+    results = [_result(graph, o, i if many else None) for i, o in enumerate(outs)]
+    types = [a.type for a in block.args]  # the arguments, then the captured arrays
     block.add_op(func_d.ReturnOp(*(r.value for r in results)))
     f = func_d.FuncOp(fn_name, (types, [r.value.type for r in results]), Region(block))
-    return ModuleOp([f])
+    return ModuleOp([f]), graph
+
+
+def _result(graph: Graph, value: Any, index: int | None) -> Tracer:
+    """One returned value as a tracer, or a clear error for what a jitted function cannot return."""
+    if isinstance(value, Tracer):
+        return value
+    what = f"'{graph.fn_name}' returned" if index is None else f"result #{index} of '{graph.fn_name}' is"
+    if value is None:
+        raise UnsupportedOperation(f"fusebind: {what} None; a jitted function must return an array or a tuple "
+                                   "of arrays (is a `return` missing?)")
+    if isinstance(value, (dict, tuple, list)):
+        raise UnsupportedOperation(f"fusebind: {what} a {type(value).__name__}; returning pytrees (dicts, nested "
+                                   "tuples or lists) is not supported yet: return an array or a flat tuple of "
+                                   "arrays")
+    if scalar_kind(value) is None and not isinstance(value, (np.ndarray, np.generic)):
+        raise UnsupportedOperation(f"fusebind: {what} a {type(value).__name__}; a jitted function must return "
+                                   "arrays (or Python/numpy scalars)")
+    return as_tracer(graph, value)
 
 
 def parameter_names(fn: Callable[..., Any], count: int) -> list[str]:
