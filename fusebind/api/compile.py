@@ -3,9 +3,10 @@
 Owns `CompiledFunction`: one module parsed once (prim ops, optionally
 fused.region ops already), the same interface as a jit function (`.mlir`,
 `.optimized`, `.explain`, `.stats`), and argument checks against the
-function's declared types. Dynamic dims are specialized per call signature
-(the executor refines them to the call's shapes), so they run fused native
-kernels too.
+function's declared types; and `check_entry` (a missing or wrong `entry`
+raises `EntryError`, naming the functions the module defines). Dynamic dims
+are specialized per call signature (the executor refines them to the call's
+shapes), so they run fused native kernels too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from fusebind.api.errors import ArgumentError, FusebindError
 from fusebind.api.jit import default_optimizer
 from fusebind.runtime import bindings as _bindings
 from fusebind.runtime.executor import Executor
@@ -29,6 +31,7 @@ class CompiledFunction:
         from fusebind.dialect import parse_module
 
         self.module = parse_module(text)
+        entry = check_entry(self.module, entry)
         self._executor = Executor(self.module, entry, optimize=default_optimizer(backend) if optimize else None,
                                   backend=backend, verify=verify, verify_action=verify_action,
                                   background=background, threads=threads, cache=cache,
@@ -81,6 +84,45 @@ class CompiledFunction:
         return self._executor.stats
 
 
+class EntryError(FusebindError, KeyError):
+    """`fb.compile(text, entry=...)`: the module has no function of that name,
+    or several functions and no `entry` to choose one. A KeyError, so existing
+    `except KeyError` clauses keep working; its message names the functions
+    the module defines."""
+
+    def __str__(self) -> str:  # KeyError's str() would show the message quoted, as a repr
+        return str(self.args[0]) if self.args else ""
+
+
+def check_entry(module: Any, entry: Any) -> str | None:
+    """The entry function's name (`@name` accepted), or EntryError /
+    ArgumentError naming what the module defines."""
+    from xdsl.dialects import func as func_d
+
+    names = [op.sym_name.data for op in module.ops if isinstance(op, func_d.FuncOp) and op.body.blocks]
+    shown = ", ".join("@" + n for n in names)
+    if entry is not None and not isinstance(entry, str):
+        raise ArgumentError(f"fusebind.compile: entry must be the name of a function (a str), got "
+                            f"{type(entry).__name__} {entry!r}; the module defines {shown or 'no function'}")
+    if not names:
+        raise EntryError("fusebind.compile: the module defines no function with a body (only declarations, or "
+                         "nothing); there is no entry to run")
+    if entry is not None:
+        name = entry[1:] if entry.startswith("@") else entry
+        if name not in names:
+            raise EntryError(f"fusebind.compile: entry={entry!r}: the module has no function @{name}; it defines "
+                             f"{shown} (pass {' or '.join(f'entry={n!r}' for n in names)})")
+        return name
+    if len(names) > 1 and "main" not in names:
+        raise EntryError(f"fusebind.compile: the module defines {len(names)} functions ({shown}) and none is "
+                         f"@main, so entry= must choose one: pass entry={names[0]!r}, for example")
+    return None
+
+
 def compile(text: str, entry: str | None = None, **options: Any) -> CompiledFunction:  # noqa: A001
-    """Compile MLIR text (prim dialect) to a callable; options as for `fusebind.jit`."""
+    """Compile MLIR text (prim dialect) to a callable; options as for `fusebind.jit`.
+
+    entry: the function to run (its name, with or without `@`); None: the
+    only function, else `@main`. A name the module does not define raises
+    `fb.EntryError` (a KeyError) naming the functions it does define."""
     return CompiledFunction(text, entry, **options)
