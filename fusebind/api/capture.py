@@ -222,12 +222,15 @@ class Binding:
     def fast_bind(self) -> Callable[[Sequence[Any]], Sequence[Any] | None]:
         """`bind(args)`: the executor's arguments for `args` on the fast path,
         or None when a scalar argument's Python type differs from the trace's
-        (take the slow path). Arrays are not converted or checked here: the
-        thunk checks every one (a captured value that is no longer an array of
-        the traced shape and dtype makes it decline). Raises what the checks
-        raise. Specialised for the common shapes of a binding: it runs on
-        every fast call."""
-        n, scalars, checks = self.nargs, tuple(self.scalars), tuple(self.checks)
+        or a check fails (take the slow path, which finds the trace of these
+        arguments and raises what its checks raise). Arrays are not converted
+        or checked here: the thunk checks every one (a captured value that is
+        no longer an array of the traced shape and dtype makes it decline).
+        Specialised for the common shapes of a binding: it runs on every fast
+        call."""
+        n, checks = self.nargs, tuple(self.checks)
+        scalars = tuple((i, kind, CANONICAL[kind], kind is int) for i, kind, _ in self.scalars)
+        lo, hi = _INT64
         getters = tuple(cap.getter() for cap in self.captures)
         if not scalars and not checks and len(getters) == 1:
             g0 = getters[0]
@@ -240,13 +243,18 @@ class Binding:
             if len(args) != n:
                 return None
             full = list(args)
-            for i, kind, label in scalars:
-                v = args[i]
-                if type(v) is not kind:
-                    return None
-                full[i] = scalar_array(v, kind, label)
-            for check in checks:
-                check(args)
+            try:
+                for i, kind, dtype, is_int in scalars:
+                    v = args[i]
+                    if type(v) is not kind or is_int and not lo <= v < hi:
+                        return None  # (an int outside int64: the slow path raises)
+                    full[i] = np.array(v, dtype)
+                for check in checks:
+                    check(args)
+            except Exception:  # noqa: BLE001
+                # The checks are this trace's; the arrays may be another signature's
+                # (f32 * 2**40 is fine where i32 * 2**40 is not): the slow path decides.
+                return None
             for g in getters:
                 full.append(g())
             return full

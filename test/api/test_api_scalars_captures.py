@@ -60,6 +60,11 @@ def test_int_argument_out_of_range_raises_overflow_as_numpy(object_cache) -> Non
     assert str(info.value) == (f"fusebind: in '<lambda>': {np_info.value} (the value of s, converted to the "
                                "int32 of the array it meets, as numpy does)")
     np.testing.assert_allclose(f(I32, -2**31), np.exp(I32.astype(np.float32)) * (I32 * -2**31), rtol=1e-6)
+    out = f(F32, 2**40)  # the int32 trace's check does not apply to float32 arrays (numpy converts to float32)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, np.exp(F32) * (F32 * 2**40), rtol=1e-6)
+    with pytest.raises(OverflowError, match="out of bounds for int32"):
+        f(I32, 2**31)  # after the float32 trace ran on the fast path
 
     g = _jit(lambda x, s: x * (s * 1024), object_cache)  # Python arithmetic first, then numpy's conversion
     np.testing.assert_array_equal(g(I32, 3), I32 * 3072)
