@@ -18,6 +18,28 @@ creating its temp file and the rename leaves a `.tmp-*` file that no reader
 ever opens; `put` removes such files older than `STALE_TEMP_SECONDS`, best
 effort (a failure to sweep never fails the put).
 
+The cache holds code this process will run, so it trusts a directory only
+if no one else can write into it (`directory_problem`, the rule ssh applies
+to `~/.ssh`): the directory and each parent up to the home directory
+(inclusive), or up to `/` when it lies outside home, must be owned by the
+current user or root and not writable by group or others. Symlinks are
+resolved first and the canonical path is the one used. Two refinements:
+- a *parent* (never the cache directory itself) that is group/other
+  writable but has the sticky bit, like `/tmp`, passes: there only a file's
+  owner can rename or remove it, so our own 0700 directory below cannot be
+  swapped. The cache directory itself must not be writable by anyone else,
+  sticky or not (others could add entries under keys not yet written);
+- write bits do not count on a read-only mount (no one can write there).
+A directory that fails is refused: one `CacheWarning` per directory per
+process says why and how to fix it, the cache is off, nothing is written
+there. Directories fusebind creates are created 0o700 (each missing level)
+and checked again after creation (someone may have got there first). An
+entry is opened with `O_NOFOLLOW` and checked with `fstat` on the open
+descriptor: a regular file owned by the current user, not writable by group
+or others; anything else (a symlink, another user's file) is a miss and is
+never read (`read_private_file`; calibrate.py reads the machine model the
+same way).
+
 Must not: import `mlir` or `llvmlite` (a hit has to be cheap).
 """
 
@@ -27,7 +49,9 @@ import functools
 import hashlib
 import json
 import os
+import stat
 import tempfile
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -44,7 +68,8 @@ TEMP_PREFIX = ".tmp-"
 
 
 class CacheWarning(UserWarning):
-    """The object cache could not be written; compilation continues without it."""
+    """The object cache could not be written, or its directory is not private
+    enough to run code from; compilation continues without it."""
 
 
 def cache_key(**parts: Any) -> str:
@@ -61,12 +86,18 @@ class CachedObject:
 
 @dataclass
 class ObjectCache:
-    """A directory of cached object files (or, with `directory=None`, no cache)."""
+    """A directory of cached object files (or, with `directory=None`, no cache).
+
+    The directory is vetted (`vet_directory`) on first use; a refused one
+    makes the cache behave as off (`enabled` is False)."""
 
     directory: Path | None
-    _warned: bool = field(default=False, repr=False)
+    _warned: bool = field(default=False, repr=False, compare=False)
     hits: int = 0
     misses: int = 0
+    # True: vetted and present; False: refused; None: not decided yet (absent, or not asked).
+    _trusted: bool | None = field(default=None, repr=False, compare=False)
+    _root: Path | None = field(default=None, repr=False, compare=False)  # the canonical path, once vetted
 
     @staticmethod
     def from_env(env: dict[str, str] | None = None) -> "ObjectCache":
@@ -80,23 +111,38 @@ class ObjectCache:
 
     @property
     def enabled(self) -> bool:
-        return self.directory is not None
+        """Whether the cache is on: a directory is named and it is not refused."""
+        return self.directory is not None and self._vet(create=False) is not None
 
     def path_of(self, key: str) -> Path:
         if self.directory is None:
             raise ValueError("ObjectCache: the cache is disabled (FUSEBIND_CACHE=0); there is no path")
         return self.directory / f"{key}.o"
 
+    def _vet(self, create: bool) -> Path | None:
+        """The canonical directory to use, or None when refused. `create`: make
+        it (0o700) if absent; may raise OSError then."""
+        if self.directory is None or self._trusted is False:
+            return None
+        if self._trusted and (not create or self._root.is_dir()):  # type: ignore[union-attr]
+            return self._root
+        root = vet_directory(self.directory, create=create)
+        if root is None:
+            self._trusted = False
+            return None
+        self._root = root
+        if root.is_dir():
+            self._trusted = True
+        return root
+
     def get(self, key: str) -> CachedObject | None:
-        """The entry for `key`, or None if absent, unreadable or corrupt."""
-        if self.directory is None:
+        """The entry for `key`, or None if absent, unreadable, corrupt, not a
+        regular file of ours (a symlink, another user's), or the directory is refused."""
+        root = self._vet(create=False)
+        if root is None:
             return None
-        try:
-            data = self.path_of(key).read_bytes()
-        except OSError:
-            self.misses += 1
-            return None
-        entry = _decode(data)
+        data = read_private_file(root / f"{key}.o")
+        entry = _decode(data) if data is not None else None
         if entry is None:
             self.misses += 1
         else:
@@ -104,7 +150,8 @@ class ObjectCache:
         return entry
 
     def put(self, key: str, entry: CachedObject) -> bool:
-        """Store atomically. Returns False (and warns once) if the directory cannot take it."""
+        """Store atomically. Returns False (and warns once) if the directory cannot
+        take it; False without writing if the directory is refused (warned by `vet_directory`)."""
         if self.directory is None:
             return False
         if "\n" in entry.symbol:
@@ -112,11 +159,13 @@ class ObjectCache:
                              "an entry stores it on one line (kernel symbols are fb_ + alphanumerics)")
         tmp: str | None = None
         try:
-            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".o", dir=self.directory)  # created 0o600
+            root = self._vet(create=True)
+            if root is None:
+                return False
+            fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".o", dir=root)  # created 0o600
             with os.fdopen(fd, "wb") as f:
                 f.write(_encode(entry))
-            os.replace(tmp, self.path_of(key))
+            os.replace(tmp, root / f"{key}.o")
             tmp = None
             self.sweep_stale_temps()
             return True
@@ -137,12 +186,13 @@ class ObjectCache:
         """Remove `.tmp-*` files not modified for `older_than` seconds (left by
         writers that died before their rename). Best effort: never raises;
         returns how many were removed."""
-        if self.directory is None:
+        root = self._vet(create=False)
+        if root is None:
             return 0
         cutoff = time.time() - older_than
         removed = 0
         try:
-            with os.scandir(self.directory) as entries:
+            with os.scandir(root) as entries:
                 for e in entries:
                     if not e.name.startswith(TEMP_PREFIX):
                         continue
@@ -155,6 +205,132 @@ class ObjectCache:
         except OSError:
             pass
         return removed
+
+
+# ----------------------------------------------------------------- trust
+@dataclass(frozen=True)
+class DirectoryProblem:
+    """Why a directory may not hold code this process runs, and the fix."""
+
+    path: str  # the offending component (the directory or one of its parents)
+    why: str
+    fix: str
+
+    def message(self, directory: Path | str) -> str:
+        return (f"fusebind: not using the cache directory {directory}: {self.why}. The cache is off in this "
+                f"process and nothing is written there. Fix: {self.fix}, or set FUSEBIND_CACHE_DIR to a "
+                "directory only you can write (FUSEBIND_CACHE=0 turns the cache off).")
+
+
+def _read_only_mount(path: str) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
+
+
+def directory_problem(directory: Path | str) -> DirectoryProblem | None:
+    """None if `directory` (which need not exist yet) may hold code run by
+    this process; else the first problem, checking upward from the directory
+    (the rule is in the module doc)."""
+    uid = os.geteuid()
+    canonical = os.path.realpath(directory)
+    home = os.path.realpath(os.path.expanduser("~"))
+    path = canonical
+    while True:
+        itself = path == canonical
+        try:
+            st = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            st = None  # created 0o700 by `make_private_directory`, then checked again
+        except OSError as err:
+            return DirectoryProblem(path, f"{path} cannot be examined ({err.strerror or err})",
+                                    "make it accessible")
+        if st is not None and stat.S_ISLNK(st.st_mode):  # realpath resolved links: swapped since, or a loop
+            return DirectoryProblem(path, f"{path} is a symbolic link that does not resolve to a directory",
+                                    f"replace {path} with a directory")
+        # Not a directory (a file in the way): not a trust question; nothing can be
+        # read there and the first write fails with the system's own reason.
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            if st.st_uid not in (uid, 0):
+                return DirectoryProblem(
+                    path, f"{path} is owned by uid {st.st_uid}, not by you (uid {uid}) or root, so its owner "
+                    "could plant object code there that this process would run", "use a directory you own")
+            writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+            sticky_parent = not itself and st.st_mode & stat.S_ISVTX
+            if writable and not sticky_parent and not _read_only_mount(path):
+                who = {stat.S_IWGRP: "group", stat.S_IWOTH: "others"}.get(writable, "group and others")
+                fix = f"`chmod 700 {path}`" if itself else f"`chmod go-w {path}`"
+                return DirectoryProblem(
+                    path, f"{path} is writable by {who} (mode {stat.S_IMODE(st.st_mode):04o}), so another user "
+                    "could plant object code there that this process would run", fix)
+        if path == home or path == os.path.dirname(path):
+            return None
+        path = os.path.dirname(path)
+
+
+def make_private_directory(directory: Path | str) -> None:
+    """Create `directory` and each missing parent 0o700 (whatever the umask:
+    a umask of 0 must not make our own cache world-writable). Raises OSError."""
+    missing: list[str] = []
+    path = os.path.realpath(directory)
+    while not os.path.lexists(path) and path != os.path.dirname(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue  # someone else made it: `directory_problem` judges it next
+        os.chmod(path, 0o700)  # the umask can only narrow mkdir's mode (e.g. to 0o500): make it exactly 0o700
+
+
+_REFUSED: set[str] = set()
+_REFUSED_LOCK = threading.Lock()
+
+
+def vet_directory(directory: Path | str, *, create: bool = False) -> Path | None:
+    """The canonical path of `directory` if it may hold code this process
+    runs (`directory_problem`); None, after one `CacheWarning` per directory
+    per process, if it may not. `create`: make it first if absent (0o700;
+    OSError propagates) and check again."""
+    problem = directory_problem(directory)
+    canonical = Path(os.path.realpath(directory))
+    if problem is None and create and not canonical.is_dir():
+        make_private_directory(canonical)
+        problem = directory_problem(canonical)
+    if problem is None:
+        return canonical
+    with _REFUSED_LOCK:
+        first = str(canonical) not in _REFUSED
+        _REFUSED.add(str(canonical))
+    if first:
+        warnings.warn(problem.message(directory), CacheWarning, stacklevel=3)
+    return None
+
+
+def read_private_file(path: Path | str) -> bytes | None:
+    """The bytes of `path` if it is a regular file owned by the current user
+    and not writable by group or others, judged on the open descriptor
+    (`O_NOFOLLOW`: a symlink is refused, not followed; `O_NONBLOCK`: a FIFO
+    cannot hang the open); None otherwise, or if it cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid()
+                or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
+            return None
+        chunks = []
+        while chunk := os.read(fd, max(st.st_size, 1 << 16)):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 @functools.lru_cache(maxsize=16)

@@ -25,7 +25,12 @@ Owns:
   location), thread-safe; read and write the result as JSON beside the
   object cache (`FUSEBIND_CACHE_DIR`, else `$XDG_CACHE_HOME/fusebind`; the
   same rules as `ObjectCache.from_env`), keyed by the host CPU name and
-  features, the fusebind version and `CALIBRATION_FORMAT`. The file is
+  features, the fusebind version and `CALIBRATION_FORMAT`. The directory
+  must pass the object cache's trust check (`vet_directory`, cache.py: it
+  and its parents owned by the user or root, not writable by others), else
+  nothing is read or written there (one `CacheWarning`); the file is read
+  only as a regular file of the current user, opened without following a
+  symlink (`read_private_file`): the model steers which code runs. The file is
   owner-only and written atomically (temp file + rename); a corrupt,
   mismatched or stale (older than `MAX_AGE_SECONDS`) file is ignored and
   re-measured. A measurement taken while no core was idle (`machine_busy`)
@@ -223,8 +228,13 @@ def load_machine(path: Path, key: Mapping[str, Any], *, now: float | None = None
     """The stored model if `path` holds one for exactly `key`, measured less
     than `MAX_AGE_SECONDS` ago; None when it is missing, unreadable, corrupt,
     stale or for another key (then: measure again)."""
+    from fusebind.lowering.cache import read_private_file
+
+    raw = read_private_file(path)  # None: absent, a symlink, another user's file
+    if raw is None:
+        return None
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(raw.decode())
         if not isinstance(data, dict) or data.get("key") != dict(key):
             return None
         measured_at = datetime.strptime(str(data.get("measured_at")), "%Y-%m-%dT%H:%M:%S%z").timestamp()
@@ -250,16 +260,22 @@ def machine_busy(loadavg: Callable[[], tuple[float, float, float]] = os.getloada
 
 def store_machine(path: Path, key: Mapping[str, Any], model: MachineModel) -> bool:
     """Write `model` for `key` to `path` atomically (temp file in the same
-    directory, then rename), owner-only. False (with a warning) on failure."""
+    directory, then rename), owner-only. False (with a warning) on failure;
+    False, writing nothing, if the directory is refused (`vet_directory`
+    warned)."""
+    from fusebind.lowering.cache import vet_directory
+
     text = json.dumps({"key": dict(key), "model": model.as_dict(),
                        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=1, sort_keys=True)
     tmp: str | None = None
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".machine-", suffix=".tmp", dir=path.parent)  # created 0o600
+        root = vet_directory(path.parent, create=True)  # created 0o700 if absent
+        if root is None:
+            return False
+        fd, tmp = tempfile.mkstemp(prefix=".machine-", suffix=".tmp", dir=root)  # created 0o600
         with os.fdopen(fd, "w") as f:
             f.write(text)
-        os.replace(tmp, path)
+        os.replace(tmp, root / path.name)
         return True
     except OSError as err:
         if tmp is not None:
@@ -275,6 +291,7 @@ def store_machine(path: Path, key: Mapping[str, Any], model: MachineModel) -> bo
 
 # ----------------------------------------------------------------- per process
 def _cache_directory(env: Mapping[str, str]) -> Path | None:
+    """Where `env` puts the cache (None: off); not yet vetted."""
     from fusebind.lowering.cache import ObjectCache
 
     return ObjectCache.from_env(dict(env)).directory
@@ -308,8 +325,12 @@ class MachineCalibration:
             model = self._models.get(memo)
             if model is not None:
                 return model
+            from fusebind.lowering.cache import vet_directory
+
             key = machine_key()
-            path = machine_cache_path(directory, key)
+            # A refused directory (warned once) is treated as caching off: measure, store nothing.
+            root = vet_directory(directory) if directory is not None else None
+            path = machine_cache_path(root, key)
             model = load_machine(path, key) if path is not None else None
             if model is not None:
                 self.disk_hits += 1
