@@ -19,12 +19,22 @@ from xdsl.ir import Operation
 
 from fusebind.compiler.graph import DataflowGraph
 from fusebind.compiler.matching import Candidate, MatchState, Rejection, Rule, in_block_order, op_kind
-from fusebind.dialect.prim import BroadcastToOp, ElementwiseOp, MatmulOp, ReductionOp
+from fusebind.compiler.regions import inlined_constant
+from fusebind.dialect.prim import BroadcastToOp, ElementwiseOp, MatmulOp, PowOp, ReductionOp
 
 
 def is_fusable_elementwise(op: Operation) -> bool:
     """An op a synthesized elementwise region may hold: elementwise or
-    broadcast (constants are cloned in by the region builder instead)."""
+    broadcast (constants are cloned in by the region builder instead).
+
+    Not an integer `prim.pow` whose exponent is not a non-negative constant
+    cloned into the region: numpy raises for a negative integer exponent, a
+    kernel cannot raise (no error channel in the kernel ABI), so such a pow
+    stays outside every region and runs its reference, which checks the
+    exponent before computing (`prim_division.PowOp`)."""
+    if isinstance(op, PowOp) and not (op.kernel_computable() and (not op.is_integer()
+                                                                   or inlined_constant(op.rhs.owner))):
+        return False
     return isinstance(op, (ElementwiseOp, BroadcastToOp))
 
 

@@ -3,7 +3,9 @@
 Runs a `func.func` of `prim` ops (and `fused.region`s, whose bodies it runs,
 and `func.call`s) on numpy arrays, using each op's `reference`. It checks the
 arguments against the signature, and each op's result against its declared
-type, so a wrong shape is reported where it happens.
+type, so a wrong shape is reported where it happens. An op's own `fb.*` error
+(numpy's refusal, e.g. `IntegerPowerError`) passes through unchanged, so the
+interpreter raises what the executor raises.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Block, SSAValue
 
-from fusebind.dialect.errors import InterpretError
+from fusebind.dialect.errors import FusebindError, InterpretError
 from fusebind.dialect.fused import RegionOp, YieldOp
 from fusebind.dialect.prim_base import PrimOp
 from fusebind.dialect.types import elem_of, format_shape, numpy_dtype, shape_of
@@ -79,6 +81,8 @@ class _Interpreter:
             if isinstance(op, PrimOp):
                 try:
                     outs = [op.reference(*ins)]
+                except FusebindError:
+                    raise  # numpy's own refusal (a negative integer power...): the same error as every arm
                 except (ValueError, TypeError, IndexError) as err:
                     shapes = ", ".join(str(tuple(np.shape(a))) for a in ins)
                     raise InterpretError(f"{op.name} failed on operand shapes {shapes}: {err}") from None
