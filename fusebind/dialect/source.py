@@ -10,7 +10,13 @@ goes through it, so all of them get the same protections:
 - a cap on the element count of `dense<...>` attributes
   (`MAX_DENSE_ELEMENTS`), checked once the type is known and before xDSL
   expands a splat into one Python object per element;
-- every exception from inside xDSL becomes an `IRParseError` with a location.
+- every exception from inside xDSL becomes an `IRParseError` with a location,
+  placed as MLIR places it: an "expected ..." error (or one at the end of
+  the input) whose token starts a line is reported at the end of the code
+  before it, skipping blank lines and `//` comments (MLIR's
+  `emitWrongTokenError`: a missing `>` is on the line that lacks it, not
+  at the next line's first token); a value used but never defined is
+  reported at its first use (xDSL notices only at the end of the module).
 
 xDSL operations do not remember where they came from, so `LocatingParser`
 records the text offset of every op it parses; `SourceMap` turns offsets
@@ -138,6 +144,7 @@ class LocatingParser(Parser):
         self.text = text
         self.source_map = source_map if source_map is not None else SourceMap(LineIndex(text))
         self._dense_start = 0
+        self.first_forward_use: dict[str, int] = {}  # name -> offset of its first use before a definition
 
     def parse_operation(self) -> Operation:
         start = self._current_token.span.start
@@ -145,6 +152,12 @@ class LocatingParser(Parser):
         self.source_map.offsets[id(op)] = start
         self.source_map.ops.append(op)
         return op
+
+    def resolve_operand(self, operand: Any, type: Any) -> Any:
+        name = operand.operand_name
+        if name not in self.ssa_values:
+            self.first_forward_use.setdefault(name, operand.span.start)
+        return super().resolve_operand(operand, type)
 
     def parse_dense_int_or_fp_elements_attr(self, type: Any) -> DenseIntOrFPElementsAttr:
         self._dense_start = self._current_token.span.start
@@ -184,7 +197,8 @@ def parse_text(ctx: Context, text: str, name: str, body: Callable[[LocatingParse
     except IRParseError:
         raise
     except ParseError as err:
-        raise IRParseError(err.msg, *index.line_col(err.span.start)) from None
+        message, pos = _placed(err, parser, text)
+        raise IRParseError(message, *index.line_col(pos)) from None
     except VerifyException as err:
         # Some xDSL constructors verify while parsing (e.g. malformed attributes).
         message = str(err).strip().splitlines()[-1] if str(err).strip() else "invalid attribute"
@@ -192,6 +206,43 @@ def parse_text(ctx: Context, text: str, name: str, body: Callable[[LocatingParse
     except Exception as err:  # an unexpected failure inside xDSL must not escape as-is
         raise IRParseError(f"cannot parse: {type(err).__name__}: {err}", *index.line_col(_pos(parser, text))) from None
     return result, parser
+
+
+_UNDEFINED = "values used but not defined: "
+_EXPECTED = re.compile(r"\bexpected\b", re.IGNORECASE)
+
+
+def _placed(err: ParseError, parser: LocatingParser | None, text: str) -> tuple[str, int]:
+    """The message and offset to report a ParseError at (see the module doc)."""
+    pos = min(err.span.start, len(text))
+    if err.msg.startswith(_UNDEFINED) and parser is not None:
+        names = [name for name in parser.forward_ssa_references if name in parser.first_forward_use]
+        if names:
+            names.sort(key=parser.first_forward_use.__getitem__)
+            others = f" (also undefined: {', '.join('%' + n for n in names[1:])})" if names[1:] else ""
+            return f"use of undefined value %{names[0]}{others}", parser.first_forward_use[names[0]]
+    if _EXPECTED.search(err.msg) or not text[pos:].strip():
+        pos = end_of_previous_code(text, pos)
+    return err.msg, pos
+
+
+def end_of_previous_code(text: str, pos: int) -> int:
+    """MLIR's rule for a wrong-token error: if the token at `pos` is the first
+    on its line, the offset just past the last code before it (blank lines
+    and `//` comments skipped); otherwise `pos`. At the very start: `pos`."""
+    at = pos
+    while True:
+        while at > 0 and text[at - 1] in " \t":
+            at -= 1
+        if at == 0:
+            return pos
+        if text[at - 1] not in "\r\n":
+            return at
+        at -= 1  # to the end of the previous line; there, cut a `//` comment
+        line_start = max(text.rfind("\n", 0, at), text.rfind("\r", 0, at)) + 1
+        comment = text.find("//", line_start, at)
+        if comment >= 0:
+            at = comment
 
 
 def _pos(parser: LocatingParser | None, text: str) -> int:
