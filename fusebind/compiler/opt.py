@@ -6,7 +6,8 @@
 It reads IR (file or stdin), verifies it, runs the pipeline, verifies again
 and prints the result. Every failure (bad text, verifier failure, unknown
 pass or option, a pass that raises) is a diagnostic `file:line:col: error:
-message` on stderr and exit code 1, never a traceback. With
+message` on stderr and exit code 1, never a traceback (a `--plugin` module
+that is missing or fails to import too). With
 `--verify-diagnostics`, the errors must be exactly those announced in the
 input by `// expected-error {{text}}` (same line) or
 `// expected-error @+N {{text}}` / `@-N` (relative line); the text must be a
@@ -31,6 +32,7 @@ from fusebind.compiler.passes import (
     TEXT_OUTPUT_ATTR,
     PassRegistry,
     PipelineError,
+    PluginError,
     register_pass,
     take_text_output,
 )
@@ -171,7 +173,11 @@ def run_opt(argv: Sequence[str], stdin: TextIO, stdout: TextIO, stderr: TextIO,
         args = ap.parse_args(list(argv))
     except SystemExit as exit_:
         return int(exit_.code or 0) and 1
-    registry.load_plugins(args.plugin)
+    try:
+        registry.load_plugins(args.plugin)
+    except PluginError as err:
+        stderr.write(f"fusebind-opt: error: {err}\n")
+        return 1
     for w in registry.warnings:
         stderr.write(f"fusebind-opt: warning: {w}\n")
     registry.warnings.clear()

@@ -6,9 +6,11 @@ one with `@register_pass` (or `registry.register(cls)`).
 
 Other packages add passes without this module importing them: the driver
 imports, on first use, each module named in `PLUGIN_MODULES`; importing such a
-module must call `register_pass` for its passes. A plugin module that does
-not exist yet is skipped; one that fails to import is reported as a warning
-and skipped. `fusebind-opt --plugin some.module` loads extra ones.
+module must call `register_pass` for its passes. A built-in plugin module
+that does not exist yet is skipped; one that fails to import is reported as
+a warning and skipped. `fusebind-opt --plugin some.module` loads extra ones;
+those were asked for by name, so one that is missing or fails to import is
+a `PluginError` (the driver's error exit), never skipped.
 
 Text products: a pass whose product is not IR (LLVM IR, a report) calls
 `set_text_output(module, text)` instead of writing to stdout; the driver
@@ -20,6 +22,7 @@ before printing (`take_text_output`), so the IR itself never carries it.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -62,6 +65,10 @@ class PipelineError(FusebindError):
     """A pipeline text that names an unknown pass or option, or does not parse."""
 
 
+class PluginError(FusebindError):
+    """A plugin module named explicitly (`--plugin`) is missing or fails to import."""
+
+
 @dataclass
 class PassRegistry:
     """Pass classes by name, plus the plugin modules that can add more."""
@@ -86,18 +93,31 @@ class PassRegistry:
         return cls
 
     def load_plugins(self, extra: Iterable[str] = ()) -> None:
-        """Import the plugin modules (each once); missing ones are skipped."""
-        names = list(extra) if self._loaded else [*self.plugin_modules, *extra]
-        self._loaded = True
-        for module in names:
+        """Import the built-in plugin modules (once; a missing one is skipped,
+        a broken one warns), then each module of `extra`, which must import:
+        raises `PluginError` naming it and why not."""
+        if not self._loaded:
+            self._loaded = True
+            for module in self.plugin_modules:
+                try:
+                    importlib.import_module(module)
+                except ModuleNotFoundError as err:
+                    if err.name is not None and module.startswith(err.name):
+                        continue  # the plugin (or its package) does not exist yet
+                    self.warnings.append(f"plugin {module} failed to import: {err}")
+                except Exception as err:  # a broken plugin must not take the driver down
+                    self.warnings.append(f"plugin {module} failed to import: {type(err).__name__}: {err}")
+        for module in extra:
             try:
                 importlib.import_module(module)
             except ModuleNotFoundError as err:
                 if err.name is not None and module.startswith(err.name):
-                    continue  # the plugin (or its package) does not exist yet
-                self.warnings.append(f"plugin {module} failed to import: {err}")
-            except Exception as err:  # a broken plugin must not take the driver down
-                self.warnings.append(f"plugin {module} failed to import: {type(err).__name__}: {err}")
+                    raise PluginError(
+                        f"--plugin {module}: no module named '{err.name}'; give an importable module name "
+                        "(e.g. my_package.passes) that is on sys.path (PYTHONPATH)") from None
+                raise PluginError(f"--plugin {module} failed to import: {err}") from None
+            except Exception as err:
+                raise PluginError(f"--plugin {module} failed to import: {type(err).__name__}: {err}") from None
 
     def available(self) -> list[str]:
         self.load_plugins()
@@ -109,7 +129,7 @@ class PassRegistry:
         try:
             specs = list(parse_pipeline(text))
         except ArgSpecParseError as err:
-            raise PipelineError(str(err).strip()) from None
+            raise PipelineError(str(err).strip() + _comma_hint(text)) from None
         except Exception as err:
             raise PipelineError(f"cannot parse pipeline '{text}': {err}") from None
         out: list[ModulePass] = []
@@ -124,6 +144,15 @@ class PassRegistry:
             except Exception as err:
                 raise PipelineError(f"pass '{spec.name}': {err}") from None
         return out
+
+
+def _comma_hint(text: str) -> str:
+    """A hint when options inside `{...}` are separated by commas (`fuse{a=1,b=2}`):
+    MLIR separates options by spaces; a comma there separates list values."""
+    fixed = re.sub(r"\{[^{}]*\}", lambda m: re.sub(r",\s*(?=[\w-]+=)", " ", m.group()), text)
+    if fixed == text:
+        return ""
+    return f"\npass options are separated by spaces, as in MLIR: write '{fixed}'"
 
 
 DEFAULT_REGISTRY = PassRegistry()
