@@ -1,8 +1,9 @@
 """The `fusebind-opt` tool, one pipeline at a time, on examples/chain.mlir.
 
 Each step runs `fusebind-opt FILE -p PIPELINE` and shows the head of its output:
-1. `fuse{gate=all,remarks=true}`: wrap fusable subgraphs in `fused.region`
-   (gate=all assumes every kernel is bound; remarks say what fused and why).
+1. `fuse{gate=all remarks=true}`: wrap fusable subgraphs in `fused.region`
+   (gate=all assumes every kernel is bound; remarks say what fused and why;
+   as in MLIR, options are separated by spaces, a comma separates passes).
 2. `fuse{gate=all},annotate-cost`: stamp each region's Layer-1 cost.
 3. `fuse{gate=all},lower-to-linalg`: each region as upstream MLIR
    (linalg.generic on tensors, bufferization at the boundary).

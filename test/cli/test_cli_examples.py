@@ -50,3 +50,24 @@ def test_custom_c_kernel_binds_and_runs() -> None:
     assert "source lib:<tmp>/libbias_relu.so:bias_relu_c" in out
     assert f"region @bias_relu (FusedOpId {fused_id})" in out and "chosen: fused" in out
     assert "fused calls: 1; result equals numpy: True" in out
+
+
+def test_every_pipeline_the_opt_example_documents_parses_and_runs() -> None:
+    """Issue 11: its docstring showed `fuse{gate=all,remarks=true}`, which does not parse."""
+    import importlib.util
+    import io
+
+    from fusebind.compiler.opt import run_opt
+
+    spec = importlib.util.spec_from_file_location("opt_pipeline_example", REPO / "examples" / "opt_pipeline.py")
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)  # main() runs only as a script
+    documented = re.findall(r"^\d+\. `([^`]+)`", example.__doc__ or "", re.MULTILINE)
+    assert documented == [p for _, p in example.PIPELINES]
+    assert documented[0] == "fuse{gate=all remarks=true}"
+    for pipeline in documented:
+        out, err = io.StringIO(), io.StringIO()
+        code = run_opt([str(REPO / "examples" / "chain.mlir"), "-p", pipeline], io.StringIO(), out, err)
+        assert code == 0, (pipeline, err.getvalue())
+        assert out.getvalue() and "error" not in err.getvalue()
