@@ -160,7 +160,8 @@ class PowOp(BinaryOp):
                 f"{self.name} on {self.result_elem()} with an exponent that is not a non-negative constant has no "
                 "kernel form: a kernel cannot raise numpy's error for a negative exponent, so the op runs its "
                 "reference, which checks the exponent first")
-        return b.pow(*args)
+        e = self.constant_exponent() if self.is_integer() else None
+        return b.pow(*args, max_exponent=None if e is None else int(e.max(initial=0)))
 
     def _ref(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if a.dtype.kind in "iu":

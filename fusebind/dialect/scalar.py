@@ -29,7 +29,8 @@ Semantics every implementation must follow (they are numpy's):
   gives 0/1.
 - `rsqrt(x) = 1/sqrt(x)`, `pow` follows np.power; on integers the exact power
   modulo 2^width for an exponent >= 0 (the callers never pass a negative one:
-  see `prim_division.PowOp.kernel_computable`).
+  see `prim_division.PowOp.kernel_computable`); `max_exponent`, when the
+  caller knows it (a constant exponent), bounds the exponent's bits.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class ScalarBuilder(Protocol):
     def rsqrt(self, a: Any) -> Any: ...
     def tanh(self, a: Any) -> Any: ...
     def erf(self, a: Any) -> Any: ...
-    def pow(self, a: Any, b: Any) -> Any: ...
+    def pow(self, a: Any, b: Any, max_exponent: int | None = None) -> Any: ...
     def compare(self, pred: str, a: Any, b: Any) -> Any: ...
     def select(self, c: Any, a: Any, b: Any) -> Any: ...
     def cast(self, x: Any, to_elem: str) -> Any: ...
@@ -168,7 +169,7 @@ class NumpyScalarBuilder:
     def erf(self, a: Any) -> np.ndarray:
         return erf_reference(a)
 
-    def pow(self, a: Any, b: Any) -> np.ndarray:
+    def pow(self, a: Any, b: Any, max_exponent: int | None = None) -> np.ndarray:
         with np.errstate(all="ignore"):
             return self._same(np.power(a, b), a)
 

@@ -173,20 +173,21 @@ class TextScalarBuilder:
         fix = self._op(f"arith.andi {r_nz}, {self._op(f'arith.xori {r_neg}, {b_neg} : i1', 'i1')} : i1", "i1")
         return self._op(f"arith.select {fix}, {self._op(f'arith.addi {r}, {b} : {e}', e)}, {r} : {e}", e)
 
-    def _int_pow(self, a: str, n: str) -> str:
-        """a ** n modulo 2^width for n >= 0: square-and-multiply over every bit of n, branch-free
-        (so the loop around it vectorizes). The sign bit is never set (n >= 0 is the caller's
-        contract: prim.pow only lowers with a constant non-negative exponent)."""
+    def _int_pow(self, a: str, n: str, max_exponent: int | None) -> str:
+        """a ** n modulo 2^width for 0 <= n <= max_exponent: square-and-multiply over the bits of
+        n, branch-free (so the loop around it vectorizes). n >= 0 is the caller's contract
+        (prim.pow lowers only with a constant non-negative exponent, whose maximum it passes)."""
         e = self.elem(a)
         if e == "i1":
             raise ScalarEmitError("scalar pow: no lowering for i1 (numpy computes bool ** bool in int8)")
         zero, one = self.constant(0, e), self.constant(1, e)
         result, base, bits = one, a, n
-        for step in range(INT_WIDTH[e] - 1):
+        steps = INT_WIDTH[e] - 1 if max_exponent is None else max(1, int(max_exponent).bit_length())
+        for step in range(steps):
             low = self._op(f"arith.andi {bits}, {one} : {e}", e)
             odd = self._op(f"arith.cmpi ne, {low}, {zero} : {e}", "i1")
             result = self._op(f"arith.select {odd}, {self._op(f'arith.muli {result}, {base} : {e}', e)}, {result} : {e}", e)
-            if step < INT_WIDTH[e] - 2:
+            if step < steps - 1:
                 base = self._op(f"arith.muli {base}, {base} : {e}", e)
                 bits = self._op(f"arith.shrui {bits}, {one} : {e}", e)
         return result
@@ -267,9 +268,9 @@ class TextScalarBuilder:
         return self._math("sigmoid", x) if self._fastmath and self._fastmath("sigmoid", self.elem(x)) else \
             self.div(self.constant(1.0, self.elem(x)), self.add(self.constant(1.0, self.elem(x)), self.exp(self.neg(x))))
 
-    def pow(self, a: str, b: str) -> str:
+    def pow(self, a: str, b: str, max_exponent: int | None = None) -> str:
         if not is_float(self.elem(a)):
-            return self._int_pow(a, b)
+            return self._int_pow(a, b, max_exponent)
         return self._math("pow", a, b)
 
     def _float(self, x: str, fn: str) -> str:

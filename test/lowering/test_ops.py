@@ -154,3 +154,35 @@ def test_cast(src: str, to: str, object_cache: ObjectCache) -> None:
                                "i1": np.bool_}[src])
     (got,) = f(a)
     check(f"cast {src}->{to}", got, reference(f.module, a)[0])
+
+
+@pytest.mark.parametrize("elem", ["f32", "f64", "i32", "i64"])
+def test_floordiv_rem_and_int_pow_edges_bit_exact(elem: str, object_cache: ObjectCache) -> None:
+    """The lowering of numpy's floor_divide / remainder (x // 0, MIN // -1, MIN % -1, signs,
+    inf, NaN, -0.0) and of integer pow by a constant (square-and-multiply, wrapping), in one
+    kernel with dynamic shapes (the form static kernels take); bit for bit against numpy."""
+    npt = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64}[elem]
+    if elem[0] == "f":
+        edges = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1.0, -1.0, 5.0, -5.0, 0.1, 3.5, -7.25, 1e30, -1e-30],
+                         npt)
+    else:
+        info = np.iinfo(npt)
+        edges = np.array([info.min, info.min + 1, info.max, -7, -3, -1, 0, 1, 3, 7], npt)
+    a, b = (v.reshape(-1) for v in np.meshgrid(edges, edges))
+    T = _t((None,), elem)
+    pow_line, outs, types = "", "%q, %r", f"{T}, {T}"
+    if elem[0] == "i":  # a constant exponent up to 40: the kernel's pow, never a traced one
+        E = _t((a.size,), elem)
+        pow_line = (f"  %e = prim.constant dense<[{', '.join(str(i % 41) for i in range(a.size))}]> : {E}\n"
+                    f"  %p = prim.pow %a, %e : ({T}, {E}) -> {T}\n")
+        outs, types = "%q, %r, %p", f"{T}, {T}, {T}"
+    text = (f"func.func @f(%a: {T}, %b: {T}) -> ({types}) {{\n"
+            f"  %q = prim.floordiv %a, %b : ({T}, {T}) -> {T}\n  %r = prim.rem %a, %b : ({T}, {T}) -> {T}\n"
+            f"{pow_line}  func.return {outs} : {types}\n}}")
+    got = compile_func(text, object_cache, dynamic=True)(a, b, out_shapes=[a.shape] * len(outs.split(", ")))
+    with np.errstate(all="ignore"):
+        want = [np.floor_divide(a, b), np.remainder(a, b)]
+    if elem[0] == "i":
+        want.append(np.power(a, (np.arange(a.size) % 41).astype(npt)))
+    for name, g, w in zip(("floordiv", "rem", "pow"), got, want):
+        check(name, g, w)

@@ -544,3 +544,249 @@ def test_long_pooled_run_counts() -> None:
     if not FUSED_SEEN:
         pytest.skip("the pooled test did not run in this session")
     assert len(FUSED_SEEN) >= 1000
+
+
+# --------------------------------------------------------------------------- the op x dtype matrix
+#
+# Every prim op a fused region may hold, on every dtype it accepts, in one module per dtype
+# (all ops read `max(x, x)` == x, so they fuse into one region: one compile per dtype), run
+# three ways on arguments built from the edges: zero divisors, MIN // -1, MIN % -1, negative
+# operands, NaN, ±inf, ±0. Integer pow appears three ways: by a splat constant (multiplies),
+# by a dense constant (the kernel's square-and-multiply) and by a traced exponent (kept out of
+# kernels: numpy after a check). Exact ops must agree bit for bit (NaN payloads aside, signs
+# of zero included); transcendentals within TRANSCENDENTAL_ULP; sums within n·eps·Σ|x|.
+
+MATRIX_ELEMS = ("f32", "f64", "i32", "i64", "i1")
+EXACT, NOSIGN0, ULPS, SUM, MEAN = "exact", "exact-but-zero-sign", "ulps", "sum", "mean"
+_FLOAT_UNARY = {"neg": EXACT, "abs": EXACT, "relu": EXACT, "sqrt": EXACT, "rsqrt": EXACT, "exp": ULPS,
+                "log": ULPS, "tanh": ULPS, "sigmoid": ULPS, "erf": ULPS}
+_BINARY_ALL = ("add", "sub", "mul", "div", "max", "min", "floordiv", "rem", "pow")
+_PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
+
+
+@dataclass
+class Matrix:
+    """One module holding every op on one dtype; `checks[k]` = (what, how) for result k."""
+
+    elem: str
+    text: str
+    args: list[np.ndarray]
+    checks: list[tuple[str, str]]
+    fused_kinds: set[str]  # op kinds that must end up inside a fused region
+
+
+def _edge_values(elem: str) -> np.ndarray:
+    if elem == "i1":
+        return np.array([False, True])
+    if elem in INTS:
+        info = np.iinfo(NP[elem])
+        return np.array([info.min, info.min + 1, -7, -3, -1, 0, 1, 2, 3, 7, 100, info.max], NP[elem])
+    return np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, 7.0, -7.0, 1e-3, 1e30, -1e-30,
+                     0.1], NP[elem])
+
+
+#: the ops this issue added or fixed; the default run covers them on every dtype, FUSEBIND_LONG every op
+_NEW_BINARY = ("floordiv", "rem")
+
+
+def _matrix_args(elem: str) -> tuple[list[np.ndarray], tuple[int, int]]:
+    """x, w: every pair of edge values, in rows of 8; k: clean values (casts: finite, in range)."""
+    edges = _edge_values(elem)
+    x, w = (a.reshape(-1) for a in np.meshgrid(edges, edges))
+    if elem == "i1":
+        x, w = np.tile(x, 8), np.tile(w, 8)
+    shape = (x.size // 8, 8)
+    rng = np.random.default_rng(11)
+    if elem in FLOATS:
+        k = (rng.standard_normal(shape) * 20).astype(NP[elem])
+    elif elem in INTS:
+        k = rng.integers(-50, 50, shape).astype(NP[elem])
+    else:
+        k = rng.random(shape) < 0.5
+    args = [x.reshape(shape), w.reshape(shape), k]
+    if elem in INTS:
+        args.append(np.abs(k))  # %e: a traced exponent, never negative here
+    return args, shape
+
+
+def build_matrix(elem: str, full: bool = True) -> Matrix:
+    """The module of ops on `elem` (all of them, or with `full=False` those this issue added
+    plus one of each other kind), its arguments and how each result is compared."""
+    args, shape = _matrix_args(elem)
+    rows, cols = shape
+    fl = elem in FLOATS
+    t = ttype(elem, shape)
+    b1 = ttype("i1", shape)
+    ident = (lambda v: f"prim.max {v}, {v} : ({t}, {t}) -> {t}") if elem != "i1" else \
+        (lambda v: f"prim.select {v}, {v}, {v} : ({t}, {t}, {t}) -> {t}")
+    # identities (max(a, a) == a, NaN and -0 included; select(a, a, a) == a) that tie the ops
+    # into one region: one compile per dtype
+    lines = [f"  %{v}r = {ident('%' + v)}" for v in ("x", "w", "k")]
+    results: list[tuple[str, str]] = []
+    checks: list[tuple[str, str]] = []
+    fused: set[str] = set()
+
+    def emit(line: str, rtype: str, what: str, how: str, kind: str | None) -> None:
+        name = f"%r{len(results)}"
+        lines.append(f"  {name} = {line}")
+        results.append((name, rtype))
+        checks.append((what, how))
+        if kind:
+            fused.add(kind)
+
+    if elem != "i1":
+        unary = _FLOAT_UNARY if fl else {"neg": EXACT, "abs": EXACT, "relu": EXACT}
+        for op, how in unary.items() if full else list(unary.items())[:1]:
+            emit(f"prim.{op} %xr : {t} -> {t}", t, op, how, op)
+        binary = _BINARY_ALL if full else _NEW_BINARY + ("add",) + (("pow",) if fl else ())
+        for op in binary:
+            if op != "pow" or fl:  # integer pow: the three forms below
+                emit(f"prim.{op} %xr, %wr : ({t}, {t}) -> {t}", t, op, EXACT, op)
+    if elem in INTS:
+        dense_t, scalar_t = ttype(elem, (cols,)), ttype(elem, ())
+        dense = np.random.default_rng(3).integers(0, 70, cols)  # small: cloned into the region
+        lines.append(f"  %edense = prim.constant dense<{dense.tolist()}> : {dense_t}")
+        lines.append(f"  %ethree = prim.constant dense<3> : {scalar_t}")
+        emit(f"prim.pow %xr, %edense : ({t}, {dense_t}) -> {t}", t, "pow by a dense constant", EXACT, "pow")
+        emit(f"prim.pow %xr, %ethree : ({t}, {scalar_t}) -> {t}", t, "pow by 3 (multiplies)", EXACT, None)
+        emit(f"prim.pow %xr, %e : ({t}, {t}) -> {t}", t, "pow by a traced exponent", EXACT, None)
+    for pred in _PREDICATES if full else ("lt",):
+        emit(f"prim.compare {pred} %xr, %wr : ({t}, {t}) -> {b1}", b1, f"compare {pred}", EXACT, "compare")
+    lines.append(f"  %cond = prim.compare lt %wr, %xr : ({t}, {t}) -> {b1}")
+    emit(f"prim.select %cond, %xr, %wr : ({b1}, {t}, {t}) -> {t}", t, "select", EXACT, "select")
+    for to in [e for e in MATRIX_ELEMS if e != elem][: None if full else 1]:
+        emit(f"prim.cast %kr : {t} -> {ttype(to, shape)}", ttype(to, shape), f"cast to {to}", EXACT, "cast")
+    row_t = ttype(elem, (cols,))
+    lines.append(f"  %row = prim.reduce_min %kr {{axes = [0]}} : {t} -> {row_t}")
+    emit(f"prim.broadcast_to %row : {row_t} -> {t}", t, "broadcast_to", EXACT, "broadcast_to")
+    reductions = ["reduce_max", "reduce_min"] + (["reduce_sum"] if elem != "i1" and full else []) + \
+        (["reduce_mean"] if fl and full else [])
+    for red in reductions:
+        for keep in (True, False) if full else (elem == "i1",):
+            out_t = ttype(elem, (rows, 1) if keep else (rows,))
+            how = {"reduce_sum": SUM, "reduce_mean": MEAN}.get(red, NOSIGN0) if fl else EXACT
+            src = f"%xs{len(results)}"  # its own root: the reduction rule fuses one reduction per region
+            lines.append(f"  {src} = {ident('%x')}")
+            emit(f"prim.{red} {src} {{axes = [1]{', keepdims' if keep else ''}}} : {t} -> {out_t}", out_t,
+                 f"{red}{' keepdims' if keep else ''}", how, red)
+    params = ", ".join(f"%{v}: {t}" for v in ("x", "w", "k", "e")[: len(args)])
+    types = ", ".join(r for _, r in results)
+    text = "\n".join([f"func.func @main({params}) -> ({types}) {{", *lines,
+                      f"  func.return {', '.join(n for n, _ in results)} : {types}", "}"]) + "\n"
+    return Matrix(elem, text, args, checks, fused)
+
+
+def _matrix_disagreement(got: np.ndarray, ref: np.ndarray, how: str, reduced: np.ndarray | None) -> str | None:
+    got, ref = np.asarray(got), np.asarray(ref)
+    if got.dtype != ref.dtype or got.shape != ref.shape:
+        return f"type {got.dtype}{got.shape} != reference {ref.dtype}{ref.shape}"
+    if got.dtype.kind != "f":
+        bad = np.argwhere(got != ref)
+        return None if not bad.size else f"{len(bad)} differ, first at {tuple(bad[0])}: {got[tuple(bad[0])]} != {ref[tuple(bad[0])]}"
+    nan_g, nan_r = np.isnan(got), np.isnan(ref)
+    if (nan_g != nan_r).any():
+        i = tuple(np.argwhere(nan_g != nan_r)[0])
+        return f"NaN mismatch at {i}: got {got[i]!r}, reference {ref[i]!r}"
+    g, r = got[~nan_r], ref[~nan_r]
+    if how in (EXACT, NOSIGN0):
+        same = (g == r) & ((np.signbit(g) == np.signbit(r)) | (how == NOSIGN0))
+    else:
+        eps = float(np.finfo(got.dtype).eps)
+        with np.errstate(all="ignore"):
+            if how == ULPS:
+                allowed = TRANSCENDENTAL_ULP * eps * np.abs(r.astype(np.float64)) + float(np.finfo(got.dtype).tiny) * 16
+            else:  # a sum (or mean) over the rows of `reduced`: n·eps·Σ|x| per row (/ n for a mean)
+                n = reduced.shape[1]
+                total = SAFETY * n * eps * np.sum(np.abs(reduced.astype(np.float64)), axis=1)
+                total = total / n + 2 * eps * np.abs(ref.reshape(-1)) if how == MEAN else total
+                allowed = np.broadcast_to(total.reshape(-1, *([1] * (ref.ndim - 1))), ref.shape)[~nan_r]
+            same = (g == r) | (np.abs(g.astype(np.float64) - r.astype(np.float64)) <= allowed)
+    if same.all():
+        return None
+    i = int(np.argwhere(~same)[0][0])
+    return f"{int((~same).sum())} values differ, first: got {g[i]!r}, reference {r[i]!r}"
+
+
+_MATRIX_CACHE: dict[tuple[str, bool], tuple[Matrix, Any, Any]] = {}
+
+
+def matrix_case(elem: str, full: bool) -> tuple[Matrix, Any, Any]:
+    """The dtype's matrix and its two compiled arms, built once per session (shared by the tests)."""
+    import fusebind as fb
+
+    if (elem, full) not in _MATRIX_CACHE:
+        m = build_matrix(elem, full)
+        _MATRIX_CACHE[elem, full] = (m, fb.compile(m.text, optimize=False), fb.compile(m.text))
+    return _MATRIX_CACHE[elem, full]
+
+
+def check_matrix_three_ways(elem: str, full: bool) -> None:
+    from fusebind.dialect import interpret, parse_module
+
+    m, arm0, fused = matrix_case(elem, full)
+    with np.errstate(all="ignore"):
+        refs = interpret(parse_module(m.text), *m.args)
+        results = {"arm 0": arm0(*m.args), "fused": fused(*m.args)}
+    assert fused.stats.arms.fused_calls >= 1, fused.explain(*m.args)
+    inside = _kinds_in_regions(fused.optimized(*m.args))
+    assert m.fused_kinds <= inside, f"not fused: {sorted(m.fused_kinds - inside)}\n{fused.explain(*m.args)}"
+    for arm, outs in results.items():
+        for k, ((what, how), got, ref) in enumerate(zip(m.checks, outs, refs)):
+            why = _matrix_disagreement(got, ref, how, m.args[0])
+            if why is not None:
+                pytest.fail(f"{elem} {what} (result #{k}): {arm} disagrees with the interpreter: {why}\n{m.text}")
+
+
+@pytest.mark.parametrize("elem", MATRIX_ELEMS)
+def test_every_op_on_every_dtype_agrees_three_ways_through_the_fused_path(elem: str) -> None:
+    """Default slice: every op on bool; on the others the ops this issue added or fixed
+    (floordiv, rem, integer pow three ways, max/min reductions) and one of each other kind.
+    `test_full_op_matrix` (long run) takes every op on every dtype."""
+    check_matrix_three_ways(elem, full=elem == "i1")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("elem", ("f32", "f64", "i32", "i64"))
+def test_full_op_matrix(elem: str) -> None:
+    check_matrix_three_ways(elem, full=True)
+
+
+def _kinds_in_regions(optimized: str) -> set[str]:
+    from fusebind.dialect import parse_module
+    from fusebind.dialect.fused import RegionOp
+
+    kinds: set[str] = set()
+    for op in parse_module(optimized).walk():
+        if isinstance(op, RegionOp):
+            kinds |= {getattr(o, "KIND", "") for o in op.body.blocks[0].ops}
+    return kinds
+
+
+def test_matrix_integer_edges_are_numpys() -> None:
+    """The matrix's inputs really hold the edges (a guard against a vacuous matrix), and the
+    fused arm's integer division and remainder match numpy's at them."""
+    m, _, fused = matrix_case("i32", False)
+    x, w = m.args[0], m.args[1]
+    lo = np.iinfo(np.int32).min
+    assert ((x == lo) & (w == -1)).any() and ((w == 0) & (x != 0)).any() and ((x < 0) & (w > 0)).any()
+    outs = fused(*m.args)
+    names = [what for what, _ in m.checks]
+    q, r = outs[names.index("floordiv")], outs[names.index("rem")]
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(q, np.floor_divide(x, w))
+        np.testing.assert_array_equal(r, np.remainder(x, w))
+    at = (x == lo) & (w == -1)
+    assert (q[at] == lo).all() and (r[at] == 0).all() and (q[w == 0] == 0).all() and (r[w == 0] == 0).all()
+
+
+def test_matrix_traced_negative_integer_exponent_raises_in_every_arm() -> None:
+    from fusebind.dialect import interpret, parse_module
+    from fusebind.dialect.prim import IntegerPowerError
+
+    m, arm0, fused = matrix_case("i64", False)
+    args = list(m.args)
+    args[3] = args[3].copy()
+    args[3].reshape(-1)[5] = -1
+    for run in (lambda: interpret(parse_module(m.text), *args), lambda: arm0(*args), lambda: fused(*args)):
+        with pytest.raises(IntegerPowerError, match="^Integers to negative integer powers are not allowed"):
+            run()
