@@ -15,8 +15,12 @@ Subcommands:
 - `fusebind explain [FILE | --example NAME]`: the optimized IR and the plan.
 
 Exit codes: 0 all checks passed, 1 a check failed, 2 bad input (missing
-file, parse error, unknown entry or example, bad option), 3 an internal
-error (one line; `--traceback` shows it).
+file, parse error, unknown entry or example, bad option, shapes whose inputs
+do not fit in memory), 3 an internal error (one line; `--traceback` shows
+it). Input sizes are checked before anything is allocated: the bytes the
+inputs need (plus the float64 draw a float input is made from) against the
+memory available (`MemAvailable`); a `MemoryError` later (the run, the
+reference interpreter's intermediates) is bad input too, never exit 3.
 
 Owns: argument parsing, input generation, progress, timing. Shape
 specialization is the executor's (fusebind/runtime/specialize.py). Must not:
@@ -174,6 +178,70 @@ def argument_shapes(func: Any, dim: int, shapes: dict[str, tuple[int, ...]]) -> 
     return out
 
 
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (Linux `MemAvailable`,
+    else free physical pages); None when unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def format_bytes(n: float) -> str:
+    """1234567 -> '1.2 MiB' (binary units, as numpy's MemoryError says them)."""
+    units, i = ("B", "KiB", "MiB", "GiB", "TiB", "PiB"), 0
+    while n >= 1024 and i < len(units) - 1:
+        n, i = n / 1024, i + 1
+    return f"{n:.0f} B" if i == 0 else f"{n:.1f} {units[i]}"
+
+
+def input_bytes(specs: Sequence[tuple[str, str, tuple[int, ...]]]) -> tuple[int, int]:
+    """(bytes of the inputs, peak bytes while drawing them): a float input is
+    drawn as float64 and then cast, so the peak adds the largest such draw."""
+    from fusebind.dialect.types import numpy_dtype
+
+    total = peak_extra = 0
+    for _name, elem, shape in specs:
+        count = math.prod(shape)
+        dtype = numpy_dtype(elem)
+        total += count * dtype.itemsize
+        if dtype.kind == "f" and dtype != np.float64:
+            peak_extra = max(peak_extra, count * 8)
+    return total, total + peak_extra
+
+
+def check_input_memory(specs: Sequence[tuple[str, str, tuple[int, ...]]], entry: str) -> None:
+    """Refuse (CliError) inputs that cannot fit in the memory available, before allocating any."""
+    total, peak = input_bytes(specs)
+    available = available_memory()
+    if available is None or peak <= available:
+        return
+    name, elem, shape = max(specs, key=lambda s: math.prod(s[2]))
+    raise CliError(f"the inputs of @{entry} need {format_bytes(peak)} to create ({format_bytes(total)} of arrays; "
+                   f"the largest, {name}: {elem}[{','.join(map(str, shape))}]), more than the "
+                   f"{format_bytes(available)} of memory available; pick a smaller --dim or --shape")
+
+
+def allocate_inputs(specs: Sequence[tuple[str, str, tuple[int, ...]]], entry: str,
+                    make: Callable[[], list[np.ndarray]]) -> list[np.ndarray]:
+    """`make()` the inputs after `check_input_memory`; a MemoryError is a CliError."""
+    check_input_memory(specs, entry)
+    try:
+        return make()
+    except MemoryError as err:
+        total, peak = input_bytes(specs)
+        raise CliError(f"not enough memory for the inputs of @{entry} ({format_bytes(peak)} to create, "
+                       f"{format_bytes(total)} of arrays): {err or 'an allocation failed'}; "
+                       "pick a smaller --dim or --shape") from None
+
+
 def random_inputs(specs: Sequence[tuple[str, str, tuple[int, ...]]], rng: np.random.Generator) -> list[np.ndarray]:
     """Floats ~ N(0, 1), integers uniform in [-8, 8), booleans fair coins."""
     from fusebind.dialect.types import numpy_dtype
@@ -252,9 +320,9 @@ def run_entry(program: Program, entry: str, args: argparse.Namespace, progress: 
     specs = argument_shapes(func, dim, parse_shapes(args.shape))
     rng = np.random.default_rng(args.seed)
     if ex is not None and not args.shape:
-        arrays = ex.make_inputs(rng, dim)
+        arrays = allocate_inputs(specs, entry, lambda: ex.make_inputs(rng, dim))
     else:
-        arrays = random_inputs(specs, rng)
+        arrays = allocate_inputs(specs, entry, lambda: random_inputs(specs, rng))
     inputs = [f"{n}: {elem}[{','.join(map(str, a.shape))}]" for (n, elem, _), a in zip(specs, arrays)]
     progress(f"inputs for @{entry} (seed {args.seed}): {', '.join(inputs)}")
 
@@ -347,7 +415,7 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, progress: Progress) -> in
     for entry in program.entries:
         func = _func(program.module, entry)
         specs = argument_shapes(func, dim, parse_shapes(args.shape))
-        arrays = random_inputs(specs, np.random.default_rng(0))
+        arrays = allocate_inputs(specs, entry, lambda: random_inputs(specs, np.random.default_rng(0)))
         progress(f"optimize and compile @{entry}")
         compiled, _ = compile_entry(program, entry, arrays, lambda name: progress(f"compile region @{name}"))
         out.write(compiled.explain(*arrays) + "\n\n")
@@ -425,6 +493,11 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
 
         if isinstance(e, (ArgumentError, UnsupportedOperation, FusebindIRError)):
             err.write(f"fusebind: error: {str(e).strip().splitlines()[0]}\n")
+            return EXIT_BAD_INPUT
+        if isinstance(e, MemoryError):  # the inputs fitted, the run did not: the shapes asked for too much
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else "an allocation failed"
+            err.write(f"fusebind: error: not enough memory to run this program with these shapes ({reason}); "
+                      "pick a smaller --dim or --shape\n")
             return EXIT_BAD_INPUT
         if args.traceback:
             traceback.print_exc(file=err)

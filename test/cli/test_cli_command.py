@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -99,6 +100,40 @@ def test_run_file_runs_every_function(tmp_path: Path) -> None:
     assert "reduce_max_sub_exp" in out  # the softmax region, with the score scaling absorbed
     assert out.count("check vs reference interpreter: PASS") == 2
     assert "plain numpy" not in out  # only built-in examples have a numpy twin
+
+
+def test_every_fusebind_command_the_readme_shows_runs() -> None:
+    """Issue 11: the README's `fusebind run examples/mlp.mlir --entry mlp --shape x=128x64`
+    exited 2 (x was declared 8x16). Every `fusebind ...` and `fusebind-opt ...` line of
+    its sh blocks must succeed."""
+    import shlex
+
+    from fusebind.compiler.opt import run_opt
+
+    readme = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```sh\n(.*?)```", readme, re.DOTALL)
+    commands = [shlex.split(line, comments=True) for block in blocks for line in block.splitlines()
+                if line.startswith(("fusebind ", "fusebind-opt "))]
+    assert ["fusebind", "run", "examples/mlp.mlir", "--entry", "mlp", "--shape", "x=128x64"] in commands
+    assert sum(argv[0] == "fusebind-opt" for argv in commands) >= 4
+    cwd = os.getcwd()
+    os.chdir(REPO)  # the README's paths are relative to the checkout
+    try:
+        for argv in commands:
+            if argv[0] == "fusebind-opt":
+                out, err = io.StringIO(), io.StringIO()
+                assert run_opt(argv[1:], io.StringIO(), out, err) == 0, (argv, err.getvalue())
+                assert out.getvalue(), argv
+                continue
+            extra = ["--repeat", "1"] if argv[1] == "run" else []
+            code, text, err_text = run_cli(*argv[1:], *extra, "-q")
+            assert code == 0, (argv, err_text)
+            assert "result: PASS" in text if argv[1] == "run" else "func.func" in text
+    finally:
+        os.chdir(cwd)
+    code, out, _ = run_cli(str(REPO / "examples" / "mlp.mlir"), "--entry", "mlp", "--shape", "x=128x64", "-q",
+                           "--repeat", "0")
+    assert code == 0 and "x: f32[128,64], gamma: f32[64]" in out and "check vs reference interpreter: PASS" in out
 
 
 def test_run_file_dynamic_dims_from_dim_and_shape() -> None:
@@ -199,6 +234,63 @@ def test_unknown_example() -> None:
 def test_bad_options(argv: list[str], fragment: str) -> None:
     code, _, err = run_cli(*argv, "-q")
     assert_one_line_error(code, err, fragment)
+
+
+# Issue 11: `fusebind run --dim 100000000` died of a MemoryError with exit 3.
+def test_inputs_larger_than_memory_are_refused_before_allocating(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    import fusebind.cli as cli
+
+    def never(*_: object) -> None:
+        raise AssertionError("inputs were allocated")
+
+    real = cli.get_example
+    monkeypatch.setattr(cli, "get_example", lambda name: dataclasses.replace(real(name), make_inputs=never))
+    monkeypatch.setattr(cli, "random_inputs", never)
+    monkeypatch.setattr(cli, "available_memory", lambda: 8 << 30)
+    code, _, err = run_cli("run", "--dim", "100000000", "-q", "--repeat", "0")
+    # x is 100000000x64 f32 (23.8 GiB of the 23.8), drawn as float64 first (+47.7 GiB)
+    assert_one_line_error(code, err)
+    assert err == ("fusebind: error: the inputs of @transformer_block need 71.5 GiB to create (23.8 GiB of arrays; "
+                   "the largest, x: f32[100000000,64]), more than the 8.0 GiB of memory available; "
+                   "pick a smaller --dim or --shape\n")
+    code, _, err = run_cli("explain", str(REPO / "examples" / "chain.mlir"), "--entry", "gelu_erf", "--shape",
+                           "x=3000000000", "-q")
+    assert err == ("fusebind: error: the inputs of @gelu_erf need 33.5 GiB to create (11.2 GiB of arrays; "
+                   "the largest, x: f32[3000000000]), more than the 8.0 GiB of memory available; "
+                   "pick a smaller --dim or --shape\n") and code == 2
+
+
+def test_inputs_larger_than_any_machine_exit_2() -> None:
+    code, _, err = run_cli(str(REPO / "examples" / "chain.mlir"), "--entry", "gelu_erf", "--shape",
+                           "x=1000000000000", "-q", "--repeat", "0")
+    assert_one_line_error(code, err, "the inputs of @gelu_erf need 10.9 TiB to create (3.6 TiB of arrays; the "
+                          "largest, x: f32[1000000000000]), more than the ", "pick a smaller --dim or --shape")
+
+
+def test_a_memory_error_allocating_or_running_is_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    import fusebind.cli as cli
+    import fusebind.dialect as dialect
+
+    def no_memory(*_: object, **__: object) -> None:
+        raise MemoryError("Unable to allocate 3.0 GiB for an array with shape (400000000,) and data type float64")
+
+    chain = str(REPO / "examples" / "chain.mlir")
+    monkeypatch.setattr(cli, "available_memory", lambda: 1 << 62)  # the estimate passes; the allocation fails
+    monkeypatch.setattr(cli, "random_inputs", no_memory)
+    code, _, err = run_cli(chain, "--entry", "gelu_erf", "--dim", "400000000", "-q", "--repeat", "0")
+    assert_one_line_error(code, err)
+    assert err == ("fusebind: error: not enough memory for the inputs of @gelu_erf (4.5 GiB to create, 1.5 GiB of "
+                   "arrays): Unable to allocate 3.0 GiB for an array with shape (400000000,) and data type float64; "
+                   "pick a smaller --dim or --shape\n")
+    monkeypatch.undo()
+    monkeypatch.setattr(dialect, "interpret", no_memory)  # the reference run of the check
+    code, _, err = run_cli(chain, "--entry", "gelu_erf", "--dim", "64", "-q", "--repeat", "0")
+    assert_one_line_error(code, err)
+    assert err == ("fusebind: error: not enough memory to run this program with these shapes (Unable to allocate "
+                   "3.0 GiB for an array with shape (400000000,) and data type float64); pick a smaller --dim or "
+                   "--shape\n")
 
 
 def test_no_arguments_prints_help_and_exits_2() -> None:
