@@ -21,8 +21,9 @@ def f32(*shape: int) -> np.ndarray:
 
 def test_mlp_block_matches_numpy() -> None:
     m = parse_module((EXAMPLES / "mlp.mlir").read_text())
-    x, g, b = f32(8, 16), f32(16), f32(16)
-    w1, b1, w2, b2 = f32(16, 64), f32(64), f32(64, 16), f32(16)
+    # examples/mlp.mlir: any number of rows, d_model 64, hidden 256
+    x, g, b = f32(8, 64), f32(64), f32(64)
+    w1, b1, w2, b2 = f32(64, 256), f32(256), f32(256, 64), f32(64)
     got = interpret(m, x, g, b, w1, b1, w2, b2, entry="mlp")
     mu = x.mean(1, keepdims=True)
     var = ((x - mu) ** 2).mean(1, keepdims=True)
@@ -30,7 +31,7 @@ def test_mlp_block_matches_numpy() -> None:
     h = ln @ w1 + b1
     gelu = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h**3)))
     expected = x + gelu @ w2 + b2
-    assert got.dtype == np.float32 and got.shape == (8, 16)
+    assert got.dtype == np.float32 and got.shape == (8, 64)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 

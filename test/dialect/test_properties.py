@@ -90,7 +90,7 @@ def test_transpose_and_reshape_match_numpy(shape: tuple[int, ...], rnd) -> None:
 
 
 UNARY = ["neg", "abs", "relu", "exp", "tanh", "sigmoid", "erf"]
-BINARY = ["add", "sub", "mul", "max", "min"]
+BINARY = ["add", "sub", "mul", "max", "min", "floordiv", "rem", "pow"]
 
 
 @st.composite

@@ -4,25 +4,33 @@
 // RUN: fusebind-opt %s -p 'fuse{gate=all}' | filecheck %s --check-prefix=FUSED
 
 // CHECK-LABEL: func.func @floats(
-// CHECK-NEXT: %0 = prim.mul %x, %x : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
-// CHECK-NEXT: %1 = prim.mul %0, %x : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
-// CHECK-NEXT: %2 = prim.mul %1, %1 : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
-// CHECK-NEXT: %3 = prim.mul %2, %2 : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
-// CHECK-NEXT: %4 = prim.sqrt %3 : tensor<4x3xf32> -> tensor<4x3xf32>
+// f32 cubes and fourth powers go through f64, where x*x is exact: rounded once (0.5 ULP)
+// CHECK-NEXT: %0 = prim.cast %x : tensor<4x3xf32> -> tensor<4x3xf64>
+// CHECK-NEXT: %1 = prim.mul %0, %0 : (tensor<4x3xf64>, tensor<4x3xf64>) -> tensor<4x3xf64>
+// CHECK-NEXT: %2 = prim.mul %1, %0 : (tensor<4x3xf64>, tensor<4x3xf64>) -> tensor<4x3xf64>
+// CHECK-NEXT: %3 = prim.cast %2 : tensor<4x3xf64> -> tensor<4x3xf32>
+// CHECK-NEXT: %4 = prim.cast %3 : tensor<4x3xf32> -> tensor<4x3xf64>
+// CHECK-NEXT: %5 = prim.mul %4, %4 : (tensor<4x3xf64>, tensor<4x3xf64>) -> tensor<4x3xf64>
+// CHECK-NEXT: %6 = prim.mul %5, %5 : (tensor<4x3xf64>, tensor<4x3xf64>) -> tensor<4x3xf64>
+// CHECK-NEXT: %7 = prim.cast %6 : tensor<4x3xf64> -> tensor<4x3xf32>
+// CHECK-NEXT: %8 = prim.sqrt %7 : tensor<4x3xf32> -> tensor<4x3xf32>
 // 0.5 as a full-shaped exponent is numpy's pow path (pow(-0, 0.5) = +0): kept.
 // CHECK-NEXT: %hf = prim.constant dense<5.000000e-01> : tensor<4x3xf32>
-// CHECK-NEXT: %5 = prim.pow %4, %hf : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
-// CHECK-NEXT: %6 = prim.constant dense<1.000000e+00> : tensor<f64>
-// CHECK-NEXT: %7 = prim.div %6, %d : (tensor<f64>, tensor<?xf64>) -> tensor<?xf64>
-// CHECK-NEXT: %8 = prim.constant dense<1.000000e+00> : tensor<f32>
-// CHECK-NEXT: %9 = prim.broadcast_to %8 : tensor<f32> -> tensor<4x3xf32>
+// CHECK-NEXT: %9 = prim.pow %8, %hf : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT: %10 = prim.constant dense<1.000000e+00> : tensor<f64>
+// CHECK-NEXT: %11 = prim.div %10, %d : (tensor<f64>, tensor<?xf64>) -> tensor<?xf64>
+// CHECK-NEXT: %12 = prim.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %13 = prim.broadcast_to %12 : tensor<f32> -> tensor<4x3xf32>
 // CHECK-NEXT: %e = prim.constant dense<2.500000e+00> : tensor<f32>
-// CHECK-NEXT: %10 = prim.pow %x, %e : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
-// CHECK-NEXT: func.return %5 : tensor<4x3xf32>
+// CHECK-NEXT: %14 = prim.pow %x, %e : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+// f64 cubes: (x*x)*x in f64 (1.29 ULP, docs/FASTMATH.md)
+// CHECK-NEXT: %15 = prim.mul %d, %d : (tensor<?xf64>, tensor<?xf64>) -> tensor<?xf64>
+// CHECK-NEXT: %16 = prim.mul %15, %d : (tensor<?xf64>, tensor<?xf64>) -> tensor<?xf64>
+// CHECK-NEXT: func.return %9 : tensor<4x3xf32>
 // optimize_graph runs it before fusion: no libm pow call is left for x ** 3.
 // FUSED-LABEL: func.func @floats(
 // FUSED-NOT: prim.pow %x, %c3
-// FUSED: prim.mul %{{.*}}, %{{.*}} : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+// FUSED: prim.mul %{{.*}}, %{{.*}} : (tensor<4x3xf64>, tensor<4x3xf64>) -> tensor<4x3xf64>
 func.func @floats(%x: tensor<4x3xf32>, %d: tensor<?xf64>) -> tensor<4x3xf32> {
   %c3 = prim.constant dense<3.0> : tensor<f32>
   %0 = prim.pow %x, %c3 : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
@@ -38,6 +46,8 @@ func.func @floats(%x: tensor<4x3xf32>, %d: tensor<?xf64>) -> tensor<4x3xf32> {
   %5 = prim.pow %x, %z : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
   %e = prim.constant dense<2.5> : tensor<f32>
   %6 = prim.pow %x, %e : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+  %t = prim.constant dense<3.0> : tensor<1xf64>
+  %7 = prim.pow %d, %t : (tensor<?xf64>, tensor<1xf64>) -> tensor<?xf64>
   func.return %3 : tensor<4x3xf32>
 }
 
