@@ -28,4 +28,5 @@ with tempfile.TemporaryDirectory() as d:
 # CHECK: region @bias_relu (FusedOpId {{[0-9]+}}): 2 ops [prim.add, prim.relu]
 # CHECK-NEXT: arm 0 (primitives): {{.*}} us
 # CHECK-NEXT: fused arm: {{.*}} us
-# CHECK-NEXT: chosen: fused -- fused arm is priced and cheaper than its primitives
+# CHECK-NEXT: kernel: Static(fused.bias_relu) (f32, f32, f32) on 'cpu', row 0 of 1: llvm:{{[0-9a-f]+}}, {{.*}} -- the only row that fits
+# CHECK-NEXT: chosen: fused Static(fused.bias_relu) row 0 (llvm:{{[0-9a-f]+}}) -- fused arm is priced and cheaper than its primitives
