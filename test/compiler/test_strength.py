@@ -93,7 +93,7 @@ def sweep(elem: str) -> np.ndarray:
         step = 1 if LONG else 8
         binade = (np.arange(0, 1 << 23, step, dtype=np.uint32) | np.uint32(0x3F800000)).view(np.float32)
     else:
-        bits = rng.integers(0, 1 << 52, size=(1 << 22) if LONG else (1 << 20), dtype=np.uint64)
+        bits = rng.integers(0, 1 << 52, size=(1 << 22) if LONG else (1 << 18), dtype=np.uint64)
         binade = (bits | np.uint64(0x3FF0000000000000)).view(np.float64)
     lo, hi = np.log(np.finfo(dt).smallest_subnormal), np.log(np.finfo(dt).max)
     wide = (np.exp(rng.uniform(lo, hi, 1 << 16)) * rng.choice([-1.0, 1.0], 1 << 16)).astype(dt)
