@@ -1,0 +1,231 @@
+"""numpy functions that pick elements by static positions, on traced arrays:
+np.flip / fliplr / flipud / rot90, np.roll, np.diff / ediff1d, np.repeat,
+np.tile, np.resize, np.delete, np.diagonal / diag / trace (and their
+np.linalg forms).
+
+Each computes its positions with numpy itself on an index array (np.roll of
+np.arange(n), np.delete of np.arange(n), ...), so the positions and the
+errors are numpy's, then gathers them (numpy_kernels.take: exact, refused
+above GATHER_LIMIT). Positions must be known when tracing: a traced shift,
+repeat count or index is refused.
+
+Implementations take the probe first (maybe None), then the numpy function's arguments.
+Must not: gather by traced positions (there is no gather op).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fusebind.api import numpy_kernels as K
+from fusebind.api.numpy_kernels import unsupported, value_error
+from fusebind.api.numpy_probe import Probe
+from fusebind.api.trace import Graph, Tracer, as_tracer
+
+
+def tracer(graph: Graph, v: Any) -> Tracer:
+    return v if isinstance(v, Tracer) else as_tracer(graph, v)
+
+
+def _static(graph: Graph, v: Any, what: str) -> None:
+    if isinstance(v, Tracer):
+        raise unsupported(graph, f"{what}: positions must be known when tracing (a traced value needs a gather op, "
+                                 "which fusebind does not have)")
+
+
+def _positions(graph: Graph, fn: Any, what: str) -> np.ndarray:
+    try:
+        return np.asarray(fn())
+    except Exception as exc:  # noqa: BLE001 - numpy's own refusal, in its words
+        raise K.from_numpy_error(graph, exc, what) from None
+
+
+def flip(p: Probe | None, m: Any, axis: Any = None) -> Tracer:
+    graph = K.graph_of(m)
+    x = tracer(graph, m)
+    for ax in K.normalize_axes(graph, axis, x.ndim):
+        x = K.take(x, ax, np.arange(x.shape[ax])[::-1], "numpy.flip")
+    return x
+
+
+def fliplr(p: Probe | None, m: Any) -> Tracer:
+    return flip(p, m, 1)
+
+
+def flipud(p: Probe | None, m: Any) -> Tracer:
+    return flip(p, m, 0)
+
+
+def rot90(p: Probe | None, m: Any, k: int = 1, axes: Any = (0, 1)) -> Tracer:
+    """numpy's rot90: flips and a transpose."""
+    graph = K.graph_of(m)
+    x = tracer(graph, m)
+    a0, a1 = (int(a) % x.ndim for a in axes)
+    k %= 4
+    if k == 0:
+        return x
+    if k == 2:
+        return flip(None, flip(None, x, a0), a1)
+    perm = list(range(x.ndim))
+    perm[a0], perm[a1] = perm[a1], perm[a0]
+    if k == 1:
+        return K.transpose(flip(None, x, a1), perm)
+    return flip(None, K.transpose(x, perm), a1)
+
+
+def roll(p: Probe | None, a: Any, shift: Any, axis: Any = None) -> Tracer:
+    graph = K.graph_of(a)
+    _static(graph, shift, "numpy.roll")
+    x = tracer(graph, a)
+    if axis is None:
+        idx = _positions(graph, lambda: np.roll(np.arange(x.size), shift), "numpy.roll")
+        return K.reshape(K.take(K.reshape(x, (x.size,)), 0, idx, "numpy.roll"), x.shape)
+    shifts: dict[int, int] = {}
+    for sh, ax in np.broadcast(shift, axis):
+        (n_ax,) = K.normalize_axes(graph, int(ax), x.ndim)
+        shifts[n_ax] = shifts.get(n_ax, 0) + int(sh)
+    for ax, sh in shifts.items():
+        x = K.take(x, ax, np.roll(np.arange(x.shape[ax]), sh), "numpy.roll")
+    return x
+
+
+def _difference(x: Tracer, ax: int, what: str) -> Tracer:
+    from fusebind.api.numpy_ufuncs import call
+
+    m = x.shape[ax]
+    hi = K.take(x, ax, np.arange(1, m), what)
+    lo = K.take(x, ax, np.arange(0, max(m - 1, 0)), what)
+    return call(np.not_equal if x.dtype == np.bool_ else np.subtract, (hi, lo), {}, what)
+
+
+def diff(p: Probe | None, a: Any, n: int = 1, axis: int = -1, prepend: Any = np._NoValue,
+         append: Any = np._NoValue) -> Tracer:
+    graph = K.graph_of(a)
+    if prepend is not np._NoValue or append is not np._NoValue:
+        raise unsupported(graph, "numpy.diff with prepend= or append=: write np.diff(np.concatenate(...)) instead")
+    x = tracer(graph, a)
+    if n == 0:
+        return x
+    (ax,) = K.normalize_axes(graph, axis, x.ndim)
+    for _ in range(n):
+        x = _difference(x, ax, "numpy.diff")
+    return x
+
+
+def ediff1d(p: Probe | None, ary: Any, to_end: Any = None, to_begin: Any = None) -> Tracer:
+    graph = K.graph_of(ary)
+    if to_end is not None or to_begin is not None:
+        raise unsupported(graph, "numpy.ediff1d with to_end= or to_begin=: concatenate the result instead")
+    x = tracer(graph, ary)
+    return K.cast(_difference(K.reshape(x, (x.size,)), 0, "numpy.ediff1d"), x.dtype)
+
+
+def repeat(p: Probe | None, a: Any, repeats: Any, axis: Any = None) -> Tracer:
+    graph = K.graph_of(a)
+    _static(graph, repeats, "numpy.repeat")
+    x = tracer(graph, a)
+    if axis is None:
+        x, ax = K.reshape(x, (x.size,)), 0
+    else:
+        (ax,) = K.normalize_axes(graph, axis, x.ndim)
+    idx = _positions(graph, lambda: np.repeat(np.arange(x.shape[ax]), repeats), "numpy.repeat")
+    return K.take(x, ax, idx, "numpy.repeat")
+
+
+def tile(p: Probe | None, A: Any, reps: Any) -> Tracer:
+    graph = K.graph_of(A)
+    _static(graph, reps, "numpy.tile")
+    x = tracer(graph, A)
+    try:
+        tup = tuple(int(r) for r in reps)
+    except TypeError:
+        tup = (int(reps),)
+    x = K.reshape(x, (1,) * (len(tup) - x.ndim) + x.shape)  # numpy: array(A, ndmin=len(reps))
+    tup = (1,) * (x.ndim - len(tup)) + tup
+    for ax, r in enumerate(tup):
+        if r != 1:
+            x = K.take(x, ax, np.tile(np.arange(x.shape[ax]), r), "numpy.tile")
+    return x
+
+
+def resize(p: Probe | None, a: Any, new_shape: Any) -> Tracer:
+    graph = K.graph_of(a)
+    x = tracer(graph, a)
+    shape = (int(new_shape),) if isinstance(new_shape, (int, np.integer)) else tuple(int(d) for d in new_shape)
+    if any(d < 0 for d in shape):
+        raise value_error(graph, "all elements of `new_shape` must be non-negative")
+    n = int(np.prod(shape))
+    if x.size == 0 or n == 0:
+        return K.full(graph, 0, x.dtype, shape)
+    flat = K.take(K.reshape(x, (x.size,)), 0, np.arange(n) % x.size, "numpy.resize")
+    return K.reshape(flat, shape)
+
+
+def delete(p: Probe | None, arr: Any, obj: Any, axis: Any = None) -> Tracer:
+    graph = K.graph_of(arr)
+    _static(graph, obj, "numpy.delete")
+    x = tracer(graph, arr)
+    if axis is None:
+        x, ax = K.reshape(x, (x.size,)), 0
+    else:
+        (ax,) = K.normalize_axes(graph, axis, x.ndim)
+    keep = _positions(graph, lambda: np.delete(np.arange(x.shape[ax]), obj), "numpy.delete")
+    return K.take(x, ax, keep, "numpy.delete")
+
+
+def _diagonal(x: Tracer, offset: int, axis1: int, axis2: int, what: str) -> Tracer:
+    graph = x.graph
+    if x.ndim < 2:
+        raise value_error(graph, "diag requires an array of at least two dimensions")
+    a1, a2 = K.normalize_axes(graph, axis1, x.ndim)[0], K.normalize_axes(graph, axis2, x.ndim)[0]
+    if a1 == a2:
+        raise value_error(graph, "axis1 and axis2 cannot be the same")
+    rest = [i for i in range(x.ndim) if i not in (a1, a2)]
+    y = K.transpose(x, rest + [a1, a2])
+    n, m = y.shape[-2:]
+    rows = np.arange(max(0, -offset), min(n, m - offset))
+    flat = K.reshape(y, y.shape[:-2] + (n * m,))
+    return K.take(flat, flat.ndim - 1, rows * m + rows + offset, what)
+
+
+def diagonal(p: Probe | None, a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tracer:
+    graph = K.graph_of(a)
+    return _diagonal(tracer(graph, a), int(offset), axis1, axis2, "numpy.diagonal")
+
+
+def linalg_diagonal(p: Probe | None, x: Any, /, *, offset: int = 0) -> Tracer:
+    graph = K.graph_of(x)
+    return _diagonal(tracer(graph, x), int(offset), -2, -1, "numpy.linalg.diagonal")
+
+
+def trace(p: Probe, a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None,
+          out: Any = None) -> Tracer:
+    from fusebind.api.numpy_reductions import reduction
+
+    graph = K.graph_of(a)
+    if out is not None:
+        raise unsupported(graph, "numpy.trace(..., out=...) cannot write into an array inside a traced function")
+    d = _diagonal(tracer(graph, a), int(offset), axis1, axis2, "numpy.trace")
+    return reduction("numpy.trace", "sum", d, -1, False, np.asarray(p.result).dtype)
+
+
+def linalg_trace(p: Probe, x: Any, /, *, offset: int = 0, dtype: Any = None) -> Tracer:
+    return trace(p, x, offset, -2, -1, dtype)
+
+
+def diag(p: Probe | None, v: Any, k: int = 0) -> Tracer:
+    graph = K.graph_of(v)
+    x = tracer(graph, v)
+    if x.ndim == 2:
+        return _diagonal(x, int(k), 0, 1, "numpy.diag")
+    if x.ndim != 1:
+        raise value_error(graph, "Input must be 1- or 2-d.")
+    n = x.shape[0] + abs(int(k))
+    idx = np.full((n, n), -1, dtype=np.int64)
+    i = np.arange(x.shape[0])
+    rows, cols = (i, i + k) if k >= 0 else (i - k, i)
+    idx[rows, cols] = i
+    picked = K.take(x, 0, idx, "numpy.diag")  # -1: the lowest value, replaced by 0 below
+    return K.select(K.constant(graph, idx >= 0, np.bool_), picked, K.like(x, 0))

@@ -1,0 +1,337 @@
+"""Array building blocks with numpy's exact semantics, made of prim ops.
+
+Owns what every numpy function on a traced array is built from: constants,
+casts, select and the logical ops, reshape / transpose / broadcast,
+reductions over normalized axes (sum, max, min, any, all, mean, with numpy's
+results for empty axes), gathers by static indices (integer indexing,
+`np.take`, slices) and matmul with numpy's rules for 1-D operands. Also the
+errors these raise, worded as numpy words them, with the function's name.
+
+The callers (numpy_ufuncs, numpy_dispatch) have already chosen the dtypes
+the way numpy does; nothing here promotes: operands of a binary op arrive in
+one dtype.
+Must not: decide dtypes, or parse a numpy function's user arguments.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from fusebind.api.errors import FusebindAxisError, FusebindError, FusebindValueError, UnsupportedOperation
+from fusebind.api.trace import SUPPORTED, Graph, Tracer, elem_name
+
+#: the largest intermediate a gather by static indices may build (elements): a
+#: gather is a masked max over the indexed axis, so it costs len(indices) x that axis
+GATHER_LIMIT = 1 << 24
+
+
+class FusebindIndexError(FusebindError, IndexError):
+    """An index out of range (numpy raises IndexError)."""
+
+
+# ---------------------------------------------------------------- errors
+def prefix(graph: Graph | None) -> str:
+    return f"fusebind: in '{graph.fn_name}': " if graph is not None else "fusebind: "
+
+
+def unsupported(graph: Graph | None, msg: str) -> UnsupportedOperation:
+    return UnsupportedOperation(prefix(graph) + msg)
+
+
+def value_error(graph: Graph | None, msg: str) -> FusebindValueError:
+    return FusebindValueError(prefix(graph) + msg)
+
+
+def axis_error(graph: Graph | None, msg: str) -> FusebindAxisError:
+    return FusebindAxisError(prefix(graph) + msg)
+
+
+def from_numpy_error(graph: Graph | None, exc: BaseException, what: str) -> FusebindError:
+    """The fusebind error for an error numpy raised (while probing a call with
+    stand-in arrays): the same message, a class that is also numpy's."""
+    msg = f"{what}: {exc}" if what else str(exc)
+    if isinstance(exc, np.exceptions.AxisError) or "duplicate value in 'axis'" in str(exc):
+        return axis_error(graph, msg)
+    if isinstance(exc, IndexError):
+        return FusebindIndexError(prefix(graph) + msg)
+    if isinstance(exc, ValueError):
+        return value_error(graph, msg)
+    return unsupported(graph, msg)
+
+
+def graph_of(*values: Any) -> Graph | None:
+    """The graph of the first Tracer in values (searched through lists, tuples and dicts)."""
+    for v in values:
+        if isinstance(v, Tracer):
+            return v.graph
+        if isinstance(v, (list, tuple)):
+            g = graph_of(*v)
+            if g is not None:
+                return g
+        elif isinstance(v, dict):
+            g = graph_of(*v.values())
+            if g is not None:
+                return g
+    return None
+
+
+def check_dtype(graph: Graph, dt: np.dtype, what: str) -> np.dtype:
+    dt = np.dtype(dt)
+    if dt not in SUPPORTED:
+        raise unsupported(graph, f"{what} needs dtype {dt}, which fusebind does not support (it has float32, "
+                                 "float64, int32, int64 and bool)")
+    return dt
+
+
+# ---------------------------------------------------------------- leaves
+def constant(graph: Graph, value: Any, dtype: Any) -> Tracer:
+    from fusebind.dialect.prim import ConstantOp
+
+    return graph.add(ConstantOp.from_array(np.asarray(value, dtype=dtype)))
+
+
+def full(graph: Graph, value: Any, dtype: Any, shape: Sequence[int]) -> Tracer:
+    """`value` (a scalar) broadcast to `shape`: one element in the IR, not a dense array."""
+    return broadcast_to(constant(graph, value, dtype), tuple(shape))
+
+
+def cast(x: Tracer, dtype: Any) -> Tracer:
+    from fusebind.dialect.prim import CastOp
+
+    dt = np.dtype(dtype)
+    if dt == x.dtype:
+        return x
+    check_dtype(x.graph, dt, f"a cast of {x.dtype} to {dt}")
+    return x.graph.add(CastOp(x.value, elem_name(dt)))
+
+
+def op(cls: Any, *xs: Tracer) -> Tracer:
+    return xs[0].graph.add(cls(*(x.value for x in xs)))
+
+
+def compare(pred: str, a: Tracer, b: Tracer) -> Tracer:
+    from fusebind.dialect.prim import CompareOp
+
+    return a.graph.add(CompareOp(pred, a.value, b.value))
+
+
+def select(c: Tracer, a: Tracer, b: Tracer) -> Tracer:
+    from fusebind.dialect.prim import SelectOp
+
+    return c.graph.add(SelectOp(c.value, a.value, b.value))
+
+
+def like(x: Tracer, value: Any) -> Tracer:
+    """A 0-d constant of x's dtype."""
+    return constant(x.graph, value, x.dtype)
+
+
+def truth(x: Tracer) -> Tracer:
+    """numpy's truth value per element (`x != 0`; NaN is true)."""
+    return x if x.dtype == np.bool_ else compare("ne", x, like(x, 0))
+
+
+def logical_not(b: Tracer) -> Tracer:
+    return compare("eq", b, like(b, False))
+
+
+def logical_and(a: Tracer, b: Tracer) -> Tracer:
+    return select(a, b, a)
+
+
+def logical_or(a: Tracer, b: Tracer) -> Tracer:
+    return select(a, a, b)
+
+
+def isnan(x: Tracer) -> Tracer:
+    return compare("ne", x, x)
+
+
+def lowest(dtype: np.dtype) -> Any:
+    """The identity of max in this dtype: -inf, the smallest integer, False."""
+    if dtype.kind == "f":
+        return -np.inf
+    if dtype.kind == "i":
+        return int(np.iinfo(dtype).min)
+    return False
+
+
+# ---------------------------------------------------------------- shapes
+def reshape(x: Tracer, shape: Sequence[int]) -> Tracer:
+    from fusebind.dialect.prim import ReshapeOp
+
+    shape = tuple(int(d) for d in shape)
+    if shape == x.shape:
+        return x
+    if math.prod(shape) != x.size:
+        raise value_error(x.graph, f"cannot reshape array of size {x.size} into shape {shape}")
+    return x.graph.add(ReshapeOp(x.value, list(shape)))
+
+
+def transpose(x: Tracer, perm: Sequence[int]) -> Tracer:
+    from fusebind.dialect.prim import TransposeOp
+
+    perm = [int(p) for p in perm]
+    if perm == list(range(x.ndim)):
+        return x
+    return x.graph.add(TransposeOp(x.value, perm))
+
+
+def broadcast_to(x: Tracer, shape: Sequence[int]) -> Tracer:
+    from fusebind.dialect.prim import BroadcastToOp
+
+    shape = tuple(int(d) for d in shape)
+    if shape == x.shape:
+        return x
+    return x.graph.add(BroadcastToOp(x.value, list(shape)))
+
+
+def check_broadcast(graph: Graph, *shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The broadcast shape, or numpy's ufunc error for shapes that do not broadcast."""
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        listed = " ".join(str(tuple(s)) for s in shapes)
+        raise value_error(graph, f"operands could not be broadcast together with shapes {listed}") from None
+
+
+def normalize_axes(graph: Graph, axis: Any, ndim: int) -> tuple[int, ...]:
+    """numpy's reading of an `axis` argument (None: every axis), sorted;
+    out of range and repeated axes raise as numpy does."""
+    if axis is None:
+        return tuple(range(ndim))
+    items = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    out = []
+    for a in items:
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+            raise unsupported(graph, f"'{type(a).__name__}' object cannot be interpreted as an integer (axis)")
+        a = int(a)
+        if not -ndim <= a < ndim:
+            raise axis_error(graph, f"axis {a} is out of bounds for array of dimension {ndim}")
+        out.append(a % ndim if ndim else a)
+    if len(set(out)) != len(out):
+        raise axis_error(graph, "duplicate value in 'axis'")
+    return tuple(sorted(out))
+
+
+def reduced_shape(shape: Sequence[int], axes: Sequence[int], keepdims: bool) -> tuple[int, ...]:
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+# ---------------------------------------------------------------- reductions
+_EMPTY = {"sum": 0, "mean": np.nan, "any": False, "all": True}
+_NUMPY_NAME = {"max": "maximum", "min": "minimum"}
+
+
+def reduce(kind: str, x: Tracer, axes: Sequence[int], keepdims: bool = False) -> Tracer:
+    """Reduce normalized `axes` of x in its own dtype: sum, mean, max, min, any, all
+    (any / all take a bool x). An empty axis gives numpy's identity (0, NaN for
+    mean, False, True); max / min have none and raise numpy's error."""
+    from fusebind.dialect import prim
+
+    axes = tuple(sorted(axes))
+    if not axes:
+        return x
+    out_shape = reduced_shape(x.shape, axes, keepdims)
+    if math.prod(x.shape[a] for a in axes) == 0:
+        if kind in _NUMPY_NAME:
+            raise value_error(x.graph, f"zero-size array to reduction operation {_NUMPY_NAME[kind]} which has no "
+                                       "identity")
+        return full(x.graph, _EMPTY[kind], x.dtype, out_shape)
+    if math.prod(out_shape) == 0:
+        return full(x.graph, 0, x.dtype, out_shape)  # nothing to compute: an empty result
+    cls = {"sum": prim.ReduceSumOp, "mean": prim.ReduceMeanOp, "max": prim.ReduceMaxOp, "min": prim.ReduceMinOp,
+           "any": prim.ReduceMaxOp, "all": prim.ReduceMinOp}[kind]
+    if kind in ("any", "all") and x.dtype != np.bool_:
+        raise unsupported(x.graph, f"internal: reduce {kind} of {x.dtype}")
+    return x.graph.add(cls(x.value, list(axes), bool(keepdims)))
+
+
+def arg_reduce(kind: str, x: Tracer, axis: int, keepdims: bool) -> Tracer:
+    """numpy argmax / argmin over one normalized axis: the first index of the
+    extreme value, or of the first NaN when there is one (int64)."""
+    graph = x.graph
+    n = x.shape[axis]
+    if n == 0:
+        raise value_error(graph, f"attempt to get {kind} of an empty sequence")
+    m = reduce("max" if kind == "argmax" else "min", x, (axis,), keepdims=True)
+    hit = compare("eq", x, m)
+    if x.dtype.kind == "f":  # m is NaN exactly when the slice holds one: then find the first NaN
+        hit = select(isnan(m), isnan(x), hit)
+    iota = np.arange(n, dtype=np.int64).reshape([n if i == axis else 1 for i in range(x.ndim)])
+    idx = select(hit, constant(graph, iota, np.int64), constant(graph, n, np.int64))
+    return reduce("min", idx, (axis,), keepdims)
+
+
+# ---------------------------------------------------------------- gathers
+def take(x: Tracer, axis: int, idx: np.ndarray, what: str) -> Tracer:
+    """np.take(x, idx, axis) for static indices, normalized to 0..n-1; an index
+    of -1 takes no element and gives the lowest value of the dtype (the
+    identity of max, which the concatenation in numpy_joins combines with).
+
+    There is no gather op: out[..., j, ...] is the max over the axis of
+    x where the axis position equals idx[j], else the lowest value of the dtype.
+    At most one element survives each max, so the result is exact (-0.0 and NaN
+    included); it costs x.size * idx.size, hence GATHER_LIMIT."""
+    graph = x.graph
+    n = x.shape[axis]
+    idx = np.asarray(idx, dtype=np.int64)
+    out_shape = x.shape[:axis] + idx.shape + x.shape[axis + 1:]
+    if idx.size == 0 or math.prod(out_shape) == 0:
+        return full(graph, 0, x.dtype, out_shape)
+    if idx.ndim == 1 and np.array_equal(idx, np.arange(n)):
+        return x
+    if n == 1 and (idx == 0).all():  # a broadcast along the new index dims
+        y = reshape(x, x.shape[:axis] + (1,) * idx.ndim + x.shape[axis + 1:])
+        return broadcast_to(y, out_shape)
+    work = x.size * idx.size
+    if work > GATHER_LIMIT:
+        raise unsupported(graph, f"{what} needs a gather of {idx.size} of the {n} positions of axis {axis}; "
+                                 "fusebind has no gather op, and building it from a masked max would compute "
+                                 f"{work} elements (the limit is {GATHER_LIMIT}); index outside the jitted "
+                                 "function instead")
+    k = idx.ndim
+    rest = x.ndim - axis - 1
+    xe = reshape(x, x.shape[:axis] + (1,) * k + x.shape[axis:])
+    mask = (idx[..., None] == np.arange(n)).reshape((1,) * axis + idx.shape + (n,) + (1,) * rest)
+    picked = select(constant(graph, mask, np.bool_), xe, like(x, lowest(x.dtype)))
+    return reduce("max", picked, (axis + k,), keepdims=False)
+
+
+# ---------------------------------------------------------------- matmul
+_MATMUL_SIG = "(n?,k),(k,m?)->(n?,m?)"
+
+
+def matmul(a: Tracer, b: Tracer, name: str = "matmul") -> Tracer:
+    """np.matmul of operands of one dtype: 1-D operands are promoted to a
+    matrix and the added axis removed after; batch dims broadcast; bool is
+    the OR of ANDs (counted in int64, then compared with 0)."""
+    from fusebind.dialect.prim import MatmulOp
+
+    graph = a.graph
+    for i, t in enumerate((a, b)):
+        if t.ndim == 0:
+            raise value_error(graph, f"{name}: Input operand {i} does not have enough dimensions (has 0, gufunc core "
+                                     f"with signature {_MATMUL_SIG} requires 1)")
+    a2 = reshape(a, (1,) + a.shape) if a.ndim == 1 else a
+    b2 = reshape(b, b.shape + (1,)) if b.ndim == 1 else b
+    if a2.shape[-1] != b2.shape[-2]:
+        raise value_error(graph, f"{name}: Input operand 1 has a mismatch in its core dimension 0, with gufunc "
+                                 f"signature {_MATMUL_SIG} (size {b2.shape[-2]} is different from {a2.shape[-1]})")
+    batch = check_broadcast(graph, a2.shape[:-2], b2.shape[:-2])
+    shape = list(batch) + [a2.shape[-2], b2.shape[-1]]
+    if a.ndim == 1:
+        del shape[-2]
+    if b.ndim == 1:
+        del shape[-1]
+    if math.prod(shape) == 0 or a2.shape[-1] == 0:  # an empty result, or sums over nothing
+        return full(graph, 0, a.dtype, shape)
+    if a.dtype == np.bool_:
+        counted = matmul(cast(a, np.int64), cast(b, np.int64), name)
+        return compare("ne", counted, constant(graph, 0, np.int64))
+    return reshape(graph.add(MatmulOp(a2.value, b2.value)), shape)

@@ -1,0 +1,295 @@
+"""numpy's products and norms on traced arrays: np.dot, np.inner, np.outer, np.kron,
+np.tensordot, np.vdot, the matmul-family gufuncs and np.linalg.norm.
+
+Owns numpy's shape rules for each product (np.dot of two 1-D arrays is a
+0-d inner product, of N-D and M-D arrays a sum over a's last and b's
+second-to-last axis; np.inner sums over both last axes; np.kron interleaves
+axes), each built from prim.matmul, reshapes, transposes and the multiply
+ufunc, and the vector and Frobenius norms (matrix 2-norms need an SVD and
+are refused). Python scalars are strong here: these functions make arrays
+of their operands, so np.dot(2, int32_array) is int64, as in numpy.
+
+Implementations take the probe first (`numpy_probe.Probe`, maybe None for
+large operands), then the numpy function's arguments.
+Must not: compute a product in another dtype than numpy's result type.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from fusebind.api import numpy_kernels as K
+from fusebind.api.numpy_kernels import unsupported, value_error
+from fusebind.api.numpy_probe import Probe
+from fusebind.api.trace import Graph, Tracer, as_tracer
+from fusebind.dialect import prim
+
+
+def strong(graph: Graph, v: Any) -> Tracer:
+    """An operand as numpy's np.asarray makes it (a Python scalar becomes int64 / float64 / bool)."""
+    if isinstance(v, Tracer):
+        return v
+    if isinstance(v, (bool, int, float)) and not isinstance(v, np.generic):
+        return K.constant(graph, v, np.asarray(v).dtype)
+    return as_tracer(graph, v)
+
+
+def _common(graph: Graph, *xs: Tracer, what: str) -> list[Tracer]:
+    dt = K.check_dtype(graph, np.result_type(*(x.dtype for x in xs)), what)
+    return [K.cast(x, dt) for x in xs]
+
+
+def _multiply(a: Any, b: Any, what: str) -> Tracer:
+    from fusebind.api.numpy_ufuncs import call
+
+    return call(np.multiply, (a, b), {}, what, strong=True)
+
+
+def _no_out(graph: Graph, out: Any, what: str) -> None:
+    if out is not None:
+        raise unsupported(graph, f"{what}(..., out=...) cannot write into an array inside a traced function")
+
+
+def _matrix_product(a: Tracer, b: Tracer) -> Tracer:
+    """dot(a, b) for b of rank >= 3: sum over a's last and b's second-to-last axis."""
+    k = a.shape[-1]
+    A = K.reshape(a, (math.prod(a.shape[:-1]), k))
+    perm = [b.ndim - 2] + list(range(b.ndim - 2)) + [b.ndim - 1]
+    B = K.reshape(K.transpose(b, perm), (k, math.prod(b.shape[:-2]) * b.shape[-1]))
+    return K.reshape(K.matmul(A, B, "dot"), a.shape[:-1] + b.shape[:-2] + b.shape[-1:])
+
+
+def dot(p: Probe | None, a: Any, b: Any, out: Any = None) -> Tracer:
+    graph = K.graph_of(a, b)
+    _no_out(graph, out, "numpy.dot")
+    x, y = strong(graph, a), strong(graph, b)
+    if x.ndim == 0 or y.ndim == 0:
+        return _multiply(x, y, "numpy.dot")
+    x, y = _common(graph, x, y, what="numpy.dot")
+    ky = y.shape[0] if y.ndim == 1 else y.shape[-2]
+    if x.shape[-1] != ky:
+        raise value_error(graph, f"shapes {x.shape} and {y.shape} not aligned: {x.shape[-1]} (dim {x.ndim - 1}) "
+                                 f"!= {ky} (dim {max(y.ndim - 2, 0)})")
+    if y.ndim <= 2:
+        return K.matmul(x, y, "dot")  # numpy's dot and matmul agree here
+    return _matrix_product(x, y)
+
+
+def vdot(p: Probe | None, a: Any, b: Any) -> Tracer:
+    graph = K.graph_of(a, b)
+    x, y = strong(graph, a), strong(graph, b)
+    if x.size != y.size:
+        raise value_error(graph, f"cannot reshape array of size {y.size} into shape ({x.size},)")
+    x, y = _common(graph, K.reshape(x, (x.size,)), K.reshape(y, (y.size,)), what="numpy.vdot")
+    return K.matmul(x, y, "vdot")
+
+
+def inner(p: Probe | None, a: Any, b: Any) -> Tracer:
+    graph = K.graph_of(a, b)
+    x, y = strong(graph, a), strong(graph, b)
+    if x.ndim == 0 or y.ndim == 0:
+        return _multiply(x, y, "numpy.inner")
+    x, y = _common(graph, x, y, what="numpy.inner")
+    k = x.shape[-1]
+    if y.shape[-1] != k:
+        raise value_error(graph, f"shapes {x.shape} and {y.shape[::-1]} not aligned: {k} (dim {x.ndim - 1}) != "
+                                 f"{y.shape[-1]} (dim 0)")
+    A = K.reshape(x, (math.prod(x.shape[:-1]), k))
+    B = K.transpose(K.reshape(y, (math.prod(y.shape[:-1]), k)), (1, 0))
+    return K.reshape(K.matmul(A, B, "inner"), x.shape[:-1] + y.shape[:-1])
+
+
+def outer(p: Probe | None, a: Any, b: Any, out: Any = None) -> Tracer:
+    graph = K.graph_of(a, b)
+    _no_out(graph, out, "numpy.outer")
+    x, y = strong(graph, a), strong(graph, b)
+    return _multiply(K.reshape(x, (x.size, 1)), K.reshape(y, (1, y.size)), "numpy.outer")
+
+
+def linalg_outer(p: Probe | None, x1: Any, x2: Any) -> Tracer:
+    graph = K.graph_of(x1, x2)
+    x, y = strong(graph, x1), strong(graph, x2)
+    if x.ndim != 1 or y.ndim != 1:
+        raise value_error(graph, f"Input arrays must be one-dimensional, but they are {x.ndim=} and {y.ndim=}.")
+    return outer(p, x, y)
+
+
+def kron(p: Probe | None, a: Any, b: Any) -> Tracer:
+    """numpy's kron: pad the ranks with leading 1s, interleave the axes, multiply, merge pairs."""
+    graph = K.graph_of(a, b)
+    x, y = strong(graph, a), strong(graph, b)
+    if x.ndim == 0 or y.ndim == 0:
+        return _multiply(x, y, "numpy.kron")
+    nd = max(x.ndim, y.ndim)
+    xs, ys = (1,) * (nd - x.ndim) + x.shape, (1,) * (nd - y.ndim) + y.shape
+    xi = K.reshape(x, tuple(d for s in xs for d in (s, 1)))
+    yi = K.reshape(y, tuple(d for s in ys for d in (1, s)))
+    return K.reshape(_multiply(xi, yi, "numpy.kron"), tuple(i * j for i, j in zip(xs, ys)))
+
+
+def tensordot(p: Probe | None, a: Any, b: Any, axes: Any = 2) -> Tracer:
+    """numpy's tensordot, step by step: move the summed axes together, one matrix product, reshape."""
+    graph = K.graph_of(a, b)
+    x, y = strong(graph, a), strong(graph, b)
+    try:
+        iter(axes)
+    except TypeError:
+        axes_a, axes_b = list(range(-int(axes), 0)), list(range(0, int(axes)))
+    else:
+        axes_a, axes_b = axes
+    axes_a = [axes_a] if isinstance(axes_a, (int, np.integer)) else list(axes_a)
+    axes_b = [axes_b] if isinstance(axes_b, (int, np.integer)) else list(axes_b)
+    K.normalize_axes(graph, tuple(axes_a), x.ndim)  # numpy: out of range or repeated axes raise
+    K.normalize_axes(graph, tuple(axes_b), y.ndim)
+    if len(axes_a) != len(axes_b) or any(x.shape[i] != y.shape[j] for i, j in zip(axes_a, axes_b)):
+        raise value_error(graph, "shape-mismatch for sum")
+    axes_a, axes_b = [int(i) % x.ndim for i in axes_a], [int(j) % y.ndim for j in axes_b]
+    free_a = [i for i in range(x.ndim) if i not in axes_a]
+    free_b = [j for j in range(y.ndim) if j not in axes_b]
+    n = math.prod(x.shape[i] for i in axes_a)
+    at = K.reshape(K.transpose(x, free_a + axes_a), (math.prod(x.shape[i] for i in free_a), n))
+    bt = K.reshape(K.transpose(y, axes_b + free_b), (n, math.prod(y.shape[j] for j in free_b)))
+    at, bt = _common(graph, at, bt, what="numpy.tensordot")
+    r = K.matmul(at, bt, "tensordot")
+    return K.reshape(r, tuple(x.shape[i] for i in free_a) + tuple(y.shape[j] for j in free_b))
+
+
+def linalg_tensordot(p: Probe | None, x1: Any, x2: Any, *, axes: Any = 2) -> Tracer:
+    return tensordot(p, x1, x2, axes)
+
+
+# ---------------------------------------------------------------- gufuncs
+_SIGNATURES = {"vecdot": "(n),(n)->()", "matvec": "(m,n),(n)->(m)", "vecmat": "(n),(n,m)->(m)"}
+
+
+def gufunc(name: str, xs: Sequence[Tracer], what: str, axis: int = -1) -> Tracer:
+    """matmul / vecdot / matvec / vecmat of operands already in the loop dtype."""
+    a, b = xs
+    graph = a.graph
+    if name == "matmul":
+        return K.matmul(a, b, "matmul")
+    sig = _SIGNATURES[name]
+    need = {"vecdot": (1, 1), "matvec": (2, 1), "vecmat": (1, 2)}[name]
+    for i, (t, r) in enumerate(zip((a, b), need)):
+        if t.ndim < r:
+            raise value_error(graph, f"{name}: Input operand {i} does not have enough dimensions (has {t.ndim}, "
+                                     f"gufunc core with signature {sig} requires {r})")
+    if name == "vecdot":
+        a = K.transpose(a, [i for i in range(a.ndim) if i != axis % a.ndim] + [axis % a.ndim])
+        b = K.transpose(b, [i for i in range(b.ndim) if i != axis % b.ndim] + [axis % b.ndim])
+    n_a = a.shape[-1]
+    n_b = b.shape[-2] if name == "vecmat" else b.shape[-1]
+    if n_a != n_b:
+        raise value_error(graph, f"{name}: Input operand 1 has a mismatch in its core dimension 0, with gufunc "
+                                 f"signature {sig} (size {n_b} is different from {n_a})")
+    if name == "vecdot":
+        K.check_broadcast(graph, a.shape[:-1], b.shape[:-1])
+        prod = K.logical_and(a, b) if a.dtype == np.bool_ else K.op(prim.MulOp, a, b)
+        return K.reduce("any" if a.dtype == np.bool_ else "sum", prod, (len(prod.shape) - 1,))
+    if name == "matvec":
+        r = K.matmul(a, K.reshape(b, b.shape + (1,)), name)
+        return K.reshape(r, r.shape[:-1])
+    r = K.matmul(K.reshape(a, a.shape[:-1] + (1, n_a)), b, name)
+    return K.reshape(r, r.shape[:-2] + r.shape[-1:])
+
+
+def linalg_vecdot(p: Probe | None, x1: Any, x2: Any, *, axis: int = -1) -> Tracer:
+    from fusebind.api.numpy_ufuncs import call
+
+    return call(np.vecdot, (x1, x2), {"axis": axis}, "numpy.linalg.vecdot")
+
+
+def linalg_matmul(p: Probe | None, x1: Any, x2: Any) -> Tracer:
+    from fusebind.api.numpy_ufuncs import call
+
+    return call(np.matmul, (x1, x2), {}, "numpy.linalg.matmul")
+
+
+# ---------------------------------------------------------------- norms
+def _sum(x: Tracer, axes: Sequence[int], keepdims: bool) -> Tracer:
+    return K.reduce("sum", x, axes, keepdims)
+
+
+def norm(p: Probe | None, x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Tracer:
+    """numpy.linalg.norm, following numpy's code path for each ord."""
+    from fusebind.api.numpy_ufuncs import call
+
+    graph = K.graph_of(x)
+    t = strong(graph, x)
+    if t.dtype.kind != "f":
+        t = K.cast(t, np.float64)
+    nd = t.ndim
+    if axis is None and (ord is None or (ord in ("f", "fro") and nd == 2) or (ord == 2 and nd == 1)):
+        v = K.reshape(t, (t.size,))
+        r = K.op(prim.SqrtOp, _sum(K.op(prim.MulOp, v, v), (0,), False))
+        return K.reshape(r, (1,) * nd) if keepdims else r
+    axes = tuple(range(nd)) if axis is None else (axis if isinstance(axis, tuple) else (axis,))
+    norm_axes = [a % nd if -nd <= a < nd else a for a in axes]
+    K.normalize_axes(graph, tuple(axes), nd)
+    absx = K.op(prim.AbsOp, t)
+    if len(axes) == 1:
+        ax = tuple(norm_axes)
+        if isinstance(ord, str):
+            raise value_error(graph, f"Invalid norm order '{ord}' for vectors")
+        if ord == np.inf:
+            return K.reduce("max", absx, ax, keepdims)
+        if ord == -np.inf:
+            return K.reduce("min", absx, ax, keepdims)
+        if ord == 0:
+            return _sum(K.cast(K.compare("ne", t, K.like(t, 0)), t.dtype), ax, keepdims)
+        if ord == 1:
+            return _sum(absx, ax, keepdims)
+        if ord is None or ord == 2:
+            return K.op(prim.SqrtOp, _sum(K.op(prim.MulOp, t, t), ax, keepdims))
+        powered = call(np.power, (absx, ord), {}, "numpy.linalg.norm")
+        ret = _sum(K.cast(powered, t.dtype), ax, keepdims)
+        return call(np.power, (ret, np.reciprocal(ord, dtype=ret.dtype)), {}, "numpy.linalg.norm")
+    if len(axes) != 2:
+        raise value_error(graph, "Improper number of dimensions to norm.")
+    row, col = norm_axes
+    if ord in (None, "fro", "f"):
+        r = K.op(prim.SqrtOp, _sum(K.op(prim.MulOp, t, t), (row, col), False))
+    elif ord in (1, -1, np.inf, -np.inf):
+        over, then = (row, col) if ord in (1, -1) else (col, row)
+        if then > over:
+            then -= 1
+        s = _sum(absx, (over,), False)
+        r = K.reduce("max" if ord > 0 else "min", s, (then,), False)
+    else:
+        raise unsupported(graph, f"numpy.linalg.norm(ord={ord!r}) of a matrix needs a singular value "
+                                 "decomposition, which fusebind does not have; compute it outside the jitted function")
+    if keepdims:
+        shape = list(t.shape)
+        shape[row] = shape[col] = 1
+        r = K.reshape(r, shape)
+    return r
+
+
+def vector_norm(p: Probe | None, x: Any, *, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Tracer:
+    graph = K.graph_of(x)
+    t = strong(graph, x)
+    shape = list(t.shape)
+    if axis is None:
+        t, ax = K.reshape(t, (t.size,)), 0
+    elif isinstance(axis, tuple):
+        K.normalize_axes(graph, axis, t.ndim)
+        norm_axes = [int(a) % t.ndim for a in axis]
+        rest = [i for i in range(t.ndim) if i not in norm_axes]
+        t = K.reshape(K.transpose(t, norm_axes + rest), (math.prod(shape[i] for i in norm_axes),
+                                                          *[shape[i] for i in rest]))
+        ax = 0
+    else:
+        ax = axis
+    r = norm(None, t, ord, ax)
+    if keepdims:
+        for i in K.normalize_axes(graph, None if axis is None else axis, len(shape)):
+            shape[i] = 1
+        r = K.reshape(r, shape)
+    return r
+
+
+def matrix_norm(p: Probe | None, x: Any, *, keepdims: bool = False, ord: Any = "fro") -> Tracer:
+    return norm(p, x, ord, (-2, -1), keepdims)

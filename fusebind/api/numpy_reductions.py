@@ -1,0 +1,266 @@
+"""numpy's reductions on traced arrays: np.sum, np.max, np.mean, np.var, np.argmax, ufunc.reduce, ...
+
+Owns the numpy reduction functions (and the `Tracer` methods of the same
+names, which call them): their `axis`, `keepdims`, `dtype`, `initial` and
+`where` arguments, numpy's accumulation dtype (taken from the probe: numpy
+itself run on stand-ins, so int32 sums in int64 and integer means in
+float64, as numpy does), numpy's identities for empty axes, and the
+ufunc.reduce of the reorderable ufuncs (add, maximum, minimum, fmax, fmin,
+logical_and, logical_or, and bitwise_and / bitwise_or on bools).
+
+Each implementation takes the probe first (`numpy_probe.Probe`), then the
+numpy function's own arguments.
+Must not: reduce in a dtype other than numpy's (the probe says which).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from fusebind.api import numpy_kernels as K
+from fusebind.api.numpy_kernels import unsupported
+from fusebind.api.numpy_probe import Probe, check, probe
+from fusebind.api.trace import Graph, Tracer, as_tracer
+from fusebind.dialect import prim
+
+NO = np._NoValue
+
+
+def _given(v: Any) -> bool:
+    return v is not NO
+
+
+def tracer(graph: Graph, v: Any) -> Tracer:
+    return v if isinstance(v, Tracer) else as_tracer(graph, v)
+
+
+def _dtype(p: Probe) -> np.dtype:
+    return np.asarray(p.result).dtype
+
+
+def _no_out(graph: Graph, out: Any, what: str) -> None:
+    if out is not None:
+        raise unsupported(graph, f"{what}(..., out=...) cannot write into an array inside a traced function; use "
+                                 "the result")
+
+
+def _combine(kind: str, r: Tracer, init: Tracer) -> Tracer:
+    if kind in ("any", "all"):
+        return (K.logical_or if kind == "any" else K.logical_and)(r, init)
+    if kind == "sum":
+        return K.op(prim.AddOp, r, init) if r.dtype != np.bool_ else K.logical_or(r, init)
+    return K.op(prim.MaxOp if kind.endswith("max") else prim.MinOp, r, init)
+
+
+def reduction(what: str, kind: str, a: Any, axis: Any, keepdims: Any, R: np.dtype, initial: Any = NO,
+              where: Any = True) -> Tracer:
+    """numpy's `kind` reduction (sum, max, min, nanmax, nanmin, any, all) of `a`
+    over `axis`, accumulated in numpy's dtype R, with numpy's `initial` and `where`."""
+    graph = K.graph_of(a, where)
+    x = tracer(graph, a)
+    keepdims = bool(keepdims) if _given(keepdims) else False
+    axes = K.normalize_axes(graph, axis, x.ndim)
+    if R == np.bool_ and kind == "sum":
+        kind = "any"  # add on bools is logical or
+    x = K.truth(x) if kind in ("any", "all") else K.cast(x, K.check_dtype(graph, R, what))
+    if isinstance(initial, Tracer):
+        raise unsupported(graph, f"{what}(..., initial=...) must be a number, not a traced array")
+    init = K.constant(graph, np.asarray(initial).astype(x.dtype), x.dtype) if _given(initial) else None
+    if where is not True and _given(where):
+        mask = K.truth(tracer(graph, where))
+        if K.check_broadcast(graph, mask.shape, x.shape) != x.shape:
+            raise K.value_error(graph, f"{what}: the where mask of shape {mask.shape} does not broadcast to the "
+                                       f"array's shape {x.shape}")
+        if init is None and kind not in ("sum", "any", "all"):
+            raise K.value_error(graph, f"reduction operation '{kind}' does not have an identity, so to use a "
+                                       "where mask one has to specify 'initial'")
+        identity = {"sum": 0, "any": False, "all": True}.get(kind)
+        fill = K.like(x, identity) if identity is not None else init  # max/min: initial takes part anyway
+        x = K.select(mask, x, fill)
+    out_shape = K.reduced_shape(x.shape, axes, keepdims)
+    if init is not None and math.prod(x.shape[i] for i in axes) == 0:
+        return K.broadcast_to(init, out_shape)
+    if kind in ("nanmax", "nanmin") and x.dtype.kind == "f":
+        nan = K.isnan(x)
+        extreme = K.like(x, -np.inf if kind == "nanmax" else np.inf)
+        m = K.reduce(kind[3:], K.select(nan, extreme, x), axes, keepdims)
+        r = K.select(K.reduce("all", nan, axes, keepdims), K.like(x, np.nan), m)
+    else:
+        r = K.reduce(kind.replace("nan", ""), x, axes, keepdims)
+    return _combine(kind, r, init) if init is not None else r
+
+
+# ---------------------------------------------------------------- numpy functions
+def sum_(p: Probe, a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = NO,
+         initial: Any = NO, where: Any = NO) -> Tracer:
+    _no_out(K.graph_of(a), out, "numpy.sum")
+    return reduction("numpy.sum", "sum", a, axis, keepdims, _dtype(p), initial, where)
+
+
+def _extreme(kind: str, what: str) -> Any:
+    def f(p: Probe, a: Any, axis: Any = None, out: Any = None, keepdims: Any = NO, initial: Any = NO,
+          where: Any = NO) -> Tracer:
+        _no_out(K.graph_of(a), out, what)
+        return reduction(what, kind, a, axis, keepdims, _dtype(p), initial, where)
+    return f
+
+
+max_, min_ = _extreme("max", "numpy.max"), _extreme("min", "numpy.min")
+nanmax, nanmin = _extreme("nanmax", "numpy.nanmax"), _extreme("nanmin", "numpy.nanmin")
+
+
+def _logical(kind: str) -> Any:
+    def f(p: Probe, a: Any, axis: Any = None, out: Any = None, keepdims: Any = NO, *, where: Any = NO) -> Tracer:
+        _no_out(K.graph_of(a), out, f"numpy.{kind}")
+        return reduction(f"numpy.{kind}", kind, a, axis, keepdims, np.dtype(np.bool_), NO, where)
+    return f
+
+
+any_, all_ = _logical("any"), _logical("all")
+
+
+def _float_acc(graph: Graph, p: Probe, what: str) -> np.dtype:
+    R = _dtype(p)
+    if R.kind != "f":
+        raise unsupported(graph, f"{what} with an integer dtype= is not supported on traced arrays; use a float "
+                                 "dtype")
+    return K.check_dtype(graph, R, what)
+
+
+def mean(p: Probe, a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = NO, *,
+         where: Any = NO) -> Tracer:
+    graph = K.graph_of(a)
+    _no_out(graph, out, "numpy.mean")
+    if _given(where) and where is not True:
+        raise unsupported(graph, "numpy.mean(..., where=...) is not supported on traced arrays; use "
+                                 "np.sum(x, where=m) / np.sum(m)")
+    x = K.cast(tracer(graph, a), _float_acc(graph, p, "numpy.mean"))
+    return K.reduce("mean", x, K.normalize_axes(graph, axis, x.ndim), bool(keepdims) if _given(keepdims) else False)
+
+
+def _var(what: str, root: bool) -> Any:
+    def f(p: Probe, a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,
+          keepdims: Any = NO, *, where: Any = NO, mean: Any = NO, correction: Any = NO) -> Tracer:
+        """numpy's _var: mean in the accumulation dtype, then the mean squared deviation / (n - ddof)."""
+        from fusebind.api.numpy_ufuncs import call
+
+        graph = K.graph_of(a)
+        _no_out(graph, out, what)
+        if (_given(where) and where is not True) or _given(mean):
+            raise unsupported(graph, f"{what}(..., where= or mean=) is not supported on traced arrays")
+        ddof = correction if _given(correction) else ddof
+        x = tracer(graph, a)
+        axes = K.normalize_axes(graph, axis, x.ndim)
+        keep = bool(keepdims) if _given(keepdims) else False
+        acc = np.dtype(dtype) if dtype is not None else (np.dtype(np.float64) if x.dtype.kind in "ib" else x.dtype)
+        n = math.prod(x.shape[i] for i in axes)
+        total = K.reduce("sum", K.cast(x, K.check_dtype(graph, acc, what)), axes, keepdims=True)
+        mu = call(np.true_divide, (total, n), {})
+        d = call(np.subtract, (x, mu), {})
+        sq = K.reduce("sum", K.cast(call(np.multiply, (d, d), {}), _dtype(p)), axes, keep)
+        r = call(np.true_divide, (sq, max(n - ddof, 0)), {})
+        return call(np.sqrt, (r,), {}) if root else r
+    return f
+
+
+var, std = _var("numpy.var", False), _var("numpy.std", True)
+
+
+def ptp(p: Probe, a: Any, axis: Any = None, out: Any = None, keepdims: Any = NO) -> Tracer:
+    from fusebind.api.numpy_ufuncs import call
+
+    graph = K.graph_of(a)
+    _no_out(graph, out, "numpy.ptp")
+    x = tracer(graph, a)
+    hi = reduction("numpy.ptp", "max", x, axis, keepdims, x.dtype)
+    lo = reduction("numpy.ptp", "min", x, axis, keepdims, x.dtype)
+    return call(np.subtract, (hi, lo), {}, "numpy.ptp")
+
+
+def _arg(kind: str) -> Any:
+    def f(p: Probe, a: Any, axis: Any = None, out: Any = None, *, keepdims: Any = NO) -> Tracer:
+        graph = K.graph_of(a)
+        _no_out(graph, out, f"numpy.{kind}")
+        x = tracer(graph, a)
+        keep = bool(keepdims) if _given(keepdims) else False
+        if axis is None:
+            r = K.arg_reduce(kind, K.reshape(x, (x.size,)), 0, False)
+            return K.reshape(r, (1,) * x.ndim) if keep else r
+        (ax,) = K.normalize_axes(graph, axis, x.ndim)
+        return K.arg_reduce(kind, x, ax, keep)
+    return f
+
+
+argmax, argmin = _arg("argmax"), _arg("argmin")
+
+
+def count_nonzero(p: Probe, a: Any, axis: Any = None, *, keepdims: bool = False) -> Tracer:
+    graph = K.graph_of(a)
+    x = K.cast(K.truth(tracer(graph, a)), np.int64)
+    return K.reduce("sum", x, K.normalize_axes(graph, axis, x.ndim), bool(keepdims))
+
+
+def average(p: Probe, a: Any, axis: Any = None, weights: Any = None, returned: bool = False, *,
+            keepdims: Any = NO) -> Tracer:
+    graph = K.graph_of(a)
+    if weights is not None or returned:
+        raise unsupported(graph, "numpy.average with weights= or returned=True is not supported on traced arrays; "
+                                 "use np.sum(a * w, axis) / np.sum(w, axis)")
+    return mean(p, a, axis, keepdims=keepdims)
+
+
+def nansum(p: Probe, a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = NO,
+           initial: Any = NO, where: Any = NO) -> Tracer:
+    graph = K.graph_of(a)
+    _no_out(graph, out, "numpy.nansum")
+    x = tracer(graph, a)
+    if x.dtype.kind == "f":
+        x = K.select(K.isnan(x), K.like(x, 0), x)
+    return reduction("numpy.nansum", "sum", x, axis, keepdims, _dtype(p), initial, where)
+
+
+def nanmean(p: Probe, a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = NO, *,
+            where: Any = NO) -> Tracer:
+    graph = K.graph_of(a)
+    x = tracer(graph, a)
+    if x.dtype.kind != "f":
+        return mean(p, x, axis, dtype, out, keepdims, where=where)
+    _no_out(graph, out, "numpy.nanmean")
+    if _given(where) and where is not True:
+        raise unsupported(graph, "numpy.nanmean(..., where=...) is not supported on traced arrays")
+    R = _float_acc(graph, p, "numpy.nanmean")
+    nan = K.isnan(x)
+    tot = reduction("numpy.nanmean", "sum", K.select(nan, K.like(x, 0), x), axis, keepdims, R)
+    cnt = reduction("numpy.nanmean", "sum", K.cast(K.logical_not(nan), np.int64), axis, keepdims, np.dtype(np.int64))
+    q = K.op(prim.DivOp, K.cast(tot, np.float64), K.cast(cnt, np.float64))  # numpy divides in float64, then casts
+    return K.cast(q, R)
+
+
+# ---------------------------------------------------------------- ufunc.reduce
+_REDUCE_KIND = {"add": "sum", "maximum": "max", "minimum": "min", "fmax": "nanmax", "fmin": "nanmin",
+                "logical_and": "all", "logical_or": "any", "bitwise_and": "all", "bitwise_or": "any"}
+
+
+def ufunc_reduce(ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> Tracer:
+    name = f"numpy.{ufunc.__name__}.reduce"
+    graph = K.graph_of(inputs, kwargs)
+    kwargs = dict(kwargs)
+    out = kwargs.pop("out", None)
+    if out is not None and any(o is not None for o in (out if isinstance(out, tuple) else (out,))):
+        raise unsupported(graph, f"{name}(..., out=...) cannot write into an array inside a traced function")
+    kind = _REDUCE_KIND.get(ufunc.__name__)
+    if kind is None:
+        why = "fusebind has no product reduction" if ufunc is np.multiply else \
+            "only add, maximum, minimum, fmax, fmin, logical_and, logical_or (and bitwise_and / bitwise_or on bools) " \
+            "reduce on traced arrays"
+        raise unsupported(graph, f"{name} is not supported on traced arrays: {why}")
+    p = probe(ufunc.reduce, inputs, kwargs, "auto", graph, name)
+    R = _dtype(p)
+    if ufunc.__name__.startswith("bitwise") and R != np.bool_:
+        raise unsupported(graph, f"{name} of integer arrays is not supported (fusebind has no bitwise op)")
+    r = reduction(name, kind, inputs[0], kwargs.get("axis", 0), kwargs.get("keepdims", NO), R,
+                  kwargs.get("initial", NO), kwargs.get("where", True))
+    return check(graph, name, K.cast(r, R), p)

@@ -1,0 +1,339 @@
+"""numpy ufuncs on traced arrays (NEP 13): `Tracer.__array_ufunc__` and the operators.
+
+Owns, for every numpy ufunc: its dtypes, resolved by numpy itself
+(`ufunc.resolve_dtypes`, Python scalars weak as in NEP 50, `dtype=`,
+`signature=` and `casting=` honoured); the operands cast to the loop's
+dtypes; and the prim ops that compute it (`ELEMENTWISE`). The methods:
+`__call__` and `outer` for the ufuncs mapped here, `reduce` for the
+reorderable ones (numpy_reductions); `accumulate`, `reduceat` and `at` are
+refused. `out=` and `where=` are refused (a traced array cannot be written
+into; `where=` without `out=` leaves elements unset). A ufunc not mapped is
+refused, named, with what to use instead where something exists.
+
+Must not: promote by its own rules (numpy's resolver decides), or give an
+answer in a dtype numpy would not (an unsupported loop dtype, such as the
+float16 of `np.exp(bool)`, is refused).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from fusebind.api import numpy_kernels as K
+from fusebind.api.numpy_kernels import unsupported
+from fusebind.api.trace import SUPPORTED, Graph, Tracer, _check_broadcast, _weak_operand, as_tracer, binary, weak_kind
+from fusebind.dialect import prim
+
+_COMPARE = {"less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge", "equal": "eq",
+            "not_equal": "ne"}
+
+
+# ---------------------------------------------------------------- operands
+def operand_key(graph: Graph, v: Any, what: str, strong: bool = False) -> Any:
+    """What numpy's resolver is told about an operand: its dtype, or `int` /
+    `float` for a weak Python scalar (a Python bool is numpy's bool).
+    `strong`: as numpy sees a Python scalar it has converted to an array."""
+    kind = None if strong else weak_kind(v)
+    if kind is bool:
+        return np.dtype(np.bool_)
+    if kind is not None:
+        return kind
+    if isinstance(v, Tracer):
+        return v.dtype
+    if isinstance(v, complex) or (isinstance(v, (np.ndarray, np.generic)) and v.dtype.kind == "c"):
+        raise unsupported(graph, f"{what}: complex numbers are not supported")
+    try:
+        dt = np.asarray(v).dtype
+    except Exception:  # noqa: BLE001 - numpy could not make an array of it
+        dt = np.dtype(object)
+    if dt == object or dt.kind in "USVOMm":
+        raise unsupported(graph, f"{what}: an operand of type {type(v).__name__} is not an array of numbers")
+    return dt
+
+
+def to_dtype(graph: Graph, v: Any, dt: np.dtype, strong: bool = False) -> Tracer:
+    """The operand as a tracer of `dt`, converted as numpy converts it."""
+    kind = weak_kind(v)
+    if kind is not None and not strong:
+        return _weak_operand(graph, v, kind, np.dtype(dt))
+    if kind is not None and not isinstance(v, Tracer):
+        v = K.constant(graph, v, np.asarray(v).dtype)
+    return K.cast(as_tracer(graph, v), dt)
+
+
+def _describe(keys: list[Any]) -> str:
+    def one(k: Any) -> str:
+        return f"a Python {k.__name__}" if isinstance(k, type) else f"a {k} array"
+    return one(keys[0]) if len(keys) == 1 else " and ".join(one(k) for k in keys)
+
+
+def _advice(dt: np.dtype) -> str:
+    return "float32" if dt.kind == "f" else "int32" if dt.kind in "iu" else "float64"
+
+
+def resolve(graph: Graph, ufunc: np.ufunc, inputs: tuple, what: str, dtype: Any = None, signature: Any = None,
+            casting: str = "same_kind", strong: bool = False) -> tuple[list[np.dtype], list[np.dtype]]:
+    """numpy's loop dtypes (inputs, outputs) for these operands; a dtype
+    fusebind does not have is refused, saying what to cast to."""
+    keys = [operand_key(graph, v, what, strong) for v in inputs]
+    if ufunc is np.negative and keys[0] == np.dtype(np.bool_):
+        raise unsupported(graph, f"{what} of a bool array is not supported (numpy refuses it too); use ~x or "
+                                 "np.logical_not(x)")
+    if dtype is not None:
+        if signature is not None:
+            raise unsupported(graph, f"{what}: cannot specify both 'signature' and 'dtype'")
+        signature = (None,) * ufunc.nin + (np.dtype(dtype),) * ufunc.nout
+    try:
+        extra = {"signature": signature} if signature is not None else {}
+        dts = ufunc.resolve_dtypes(tuple(keys) + (None,) * ufunc.nout, casting=casting, **extra)
+    except Exception as exc:  # noqa: BLE001 - numpy's refusal, in numpy's words
+        raise K.from_numpy_error(graph, exc, what) from None
+    ins, outs = list(dts[:ufunc.nin]), list(dts[ufunc.nin:])
+    if ufunc.__name__ in _COMPARE and ins[0].kind == "i" and int in keys:
+        ins = [np.dtype(np.int64)] * 2  # numpy compares a Python int with an int array exactly
+    for dt in ins + outs:
+        if dt not in SUPPORTED:
+            raise unsupported(graph, f"{what} of {_describe(keys)} computes in {dt}, which fusebind has no dtype "
+                                     f"for; cast first: x.astype(np.{_advice(dt)})")
+    return ins, outs
+
+
+# ---------------------------------------------------------------- implementations
+def _bool_or(numeric: Any, on_bool: Callable[[Tracer, Tracer], Tracer]) -> Callable[..., Tracer]:
+    def f(a: Tracer, b: Tracer) -> Tracer:
+        return on_bool(a, b) if a.dtype == np.bool_ else K.op(numeric, a, b)
+    return f
+
+
+def _fmax(cls: Any) -> Callable[..., Tracer]:
+    def f(a: Tracer, b: Tracer) -> Tracer:  # NaN only where both are NaN
+        if a.dtype.kind != "f":
+            return (K.logical_or if cls is prim.MaxOp else K.logical_and)(a, b) if a.dtype == np.bool_ \
+                else K.op(cls, a, b)
+        return K.select(K.isnan(a), b, K.select(K.isnan(b), a, K.op(cls, a, b)))
+    return f
+
+
+def _sign(x: Tracer) -> Tracer:  # NaN stays NaN, 0 stays 0
+    return K.select(K.compare("gt", x, K.like(x, 0)), K.like(x, 1),
+                    K.select(K.compare("lt", x, K.like(x, 0)), K.like(x, -1), x))
+
+
+def _heaviside(x: Tracer, h0: Tracer) -> Tracer:
+    zero = K.like(x, 0)
+    return K.select(K.compare("lt", x, zero), zero, K.select(K.compare("gt", x, zero), K.like(x, 1),
+                                                           K.select(K.compare("eq", x, zero), h0, x)))
+
+
+def _reciprocal(x: Tracer) -> Tracer:
+    if x.dtype.kind != "f":
+        raise unsupported(x.graph, "numpy.reciprocal of an integer array (C integer division 1/x, truncating) is "
+                                   "not supported; use 1 / x for a float result")
+    return K.op(prim.DivOp, K.like(x, 1), x)
+
+
+def _bitwise(on_bool: Callable[..., Tracer], name: str) -> Callable[..., Tracer]:
+    def f(*xs: Tracer) -> Tracer:
+        if xs[0].dtype != np.bool_:
+            raise unsupported(xs[0].graph, f"numpy.{name} of integer arrays is not supported on traced arrays "
+                                           "(fusebind has no bitwise op); on bool arrays it works")
+        return on_bool(*xs)
+    return f
+
+
+def _rounding(name: str) -> Callable[[Tracer], Tracer]:
+    def f(x: Tracer) -> Tracer:
+        if x.dtype.kind != "f":
+            return x  # numpy keeps integers and bools as they are
+        raise unsupported(x.graph, f"numpy.{name} of a float array is not supported on traced arrays (fusebind "
+                                   "has no rounding op); round outside the jitted function")
+    return f
+
+
+def _is(kind: str) -> Callable[[Tracer], Tracer]:
+    def f(x: Tracer) -> Tracer:
+        if x.dtype.kind != "f":
+            return K.full(x.graph, kind == "isfinite", np.bool_, x.shape)
+        if kind == "isnan":
+            return K.isnan(x)
+        a = K.op(prim.AbsOp, x)
+        return K.compare("eq" if kind == "isinf" else "lt", a, K.like(x, np.inf))
+    return f
+
+
+def _scale(factor: float) -> Callable[[Tracer], Tracer]:
+    return lambda x: K.op(prim.MulOp, x, K.like(x, np.asarray(factor, x.dtype)))
+
+
+def _identity(x: Tracer) -> Tracer:
+    return x
+
+
+ELEMENTWISE: dict[str, Callable[..., Any]] = {
+    "add": _bool_or(prim.AddOp, K.logical_or), "subtract": lambda a, b: K.op(prim.SubOp, a, b),
+    "multiply": _bool_or(prim.MulOp, K.logical_and), "divide": lambda a, b: K.op(prim.DivOp, a, b),
+    "floor_divide": lambda a, b: K.op(prim.FloorDivOp, a, b), "remainder": lambda a, b: K.op(prim.RemOp, a, b),
+    "divmod": lambda a, b: (K.op(prim.FloorDivOp, a, b), K.op(prim.RemOp, a, b)),
+    "power": lambda a, b: K.op(prim.PowOp, a, b), "float_power": lambda a, b: K.op(prim.PowOp, a, b),
+    "maximum": _bool_or(prim.MaxOp, K.logical_or), "minimum": _bool_or(prim.MinOp, K.logical_and),
+    "fmax": _fmax(prim.MaxOp), "fmin": _fmax(prim.MinOp),
+    "negative": lambda x: K.op(prim.NegOp, x), "positive": _identity,
+    "absolute": lambda x: x if x.dtype == np.bool_ else K.op(prim.AbsOp, x), "fabs": lambda x: K.op(prim.AbsOp, x),
+    "sign": _sign, "square": lambda x: K.op(prim.MulOp, x, x), "reciprocal": _reciprocal,
+    "exp": lambda x: K.op(prim.ExpOp, x), "log": lambda x: K.op(prim.LogOp, x),
+    "sqrt": lambda x: K.op(prim.SqrtOp, x), "tanh": lambda x: K.op(prim.TanhOp, x),
+    "exp2": lambda x: K.op(prim.PowOp, K.like(x, 2), x), "conjugate": _identity,
+    "logical_and": lambda a, b: K.logical_and(K.truth(a), K.truth(b)),
+    "logical_or": lambda a, b: K.logical_or(K.truth(a), K.truth(b)),
+    "logical_xor": lambda a, b: K.compare("ne", K.truth(a), K.truth(b)),
+    "logical_not": lambda x: K.logical_not(K.truth(x)),
+    "bitwise_and": _bitwise(K.logical_and, "bitwise_and"), "bitwise_or": _bitwise(K.logical_or, "bitwise_or"),
+    "bitwise_xor": _bitwise(lambda a, b: K.compare("ne", a, b), "bitwise_xor"),
+    "invert": _bitwise(K.logical_not, "invert"),
+    "isnan": _is("isnan"), "isinf": _is("isinf"), "isfinite": _is("isfinite"),
+    "floor": _rounding("floor"), "ceil": _rounding("ceil"), "trunc": _rounding("trunc"), "rint": _rounding("rint"),
+    "deg2rad": _scale(np.pi / 180), "rad2deg": _scale(180 / np.pi), "heaviside": _heaviside,
+    **{name: (lambda pred: lambda a, b: K.compare(pred, a, b))(pred) for name, pred in _COMPARE.items()},
+}
+ELEMENTWISE["radians"], ELEMENTWISE["degrees"] = ELEMENTWISE["deg2rad"], ELEMENTWISE["rad2deg"]
+
+#: why the other ufuncs are refused, and what to use
+ADVICE: dict[str, str] = {
+    **{n: "fusebind has no trigonometric op" for n in (
+        "sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "arcsinh", "arccosh",
+        "arctanh", "hypot")},
+    "log2": "use np.log(x) / np.log(2)", "log10": "use np.log(x) / np.log(10)",
+    "log1p": "np.log(1 + x) loses accuracy near 0; compute it outside if that matters",
+    "expm1": "np.exp(x) - 1 loses accuracy near 0; compute it outside if that matters",
+    "fmod": "np.remainder (%) has the divisor's sign; fmod's C semantics have no prim op",
+    "cbrt": "use np.power(x, 1/3) for x >= 0", "left_shift": "fusebind has no bitwise op",
+    "right_shift": "fusebind has no bitwise op", "gcd": "fusebind has no integer gcd op",
+    "lcm": "fusebind has no integer lcm op",
+}
+
+_GUFUNCS = ("matmul", "vecdot", "matvec", "vecmat")
+
+
+# ---------------------------------------------------------------- methods
+def _refuse_out_where(graph: Graph, kwargs: dict, what: str) -> None:
+    out = kwargs.pop("out", None)
+    outs = out if isinstance(out, tuple) else (out,)
+    if any(o is not None for o in outs):
+        raise unsupported(graph, f"{what}(..., out=...) cannot write into an array inside a traced function "
+                                 "(traced arrays are immutable); use the result: y = " + what + "(...)")
+    where = kwargs.pop("where", True)
+    if where is not True:
+        raise unsupported(graph, f"{what}(..., where=...) is not supported on traced arrays (without out= numpy "
+                                 "leaves the other elements unset); use fb.where(mask, " + what + "(...), other)")
+
+
+def call(ufunc: np.ufunc, inputs: tuple, kwargs: dict, what: str | None = None, strong: bool = False,
+         symbol: str | None = None) -> Any:
+    """`ufunc(*inputs, **kwargs)` on traced operands, as numpy computes it
+    (`strong`: Python scalars as numpy arrays, as ufunc.outer takes them;
+    `symbol`: the operator's kind in messages, for `a + b`)."""
+    name = ufunc.__name__
+    what = what or f"numpy.{name}"
+    graph = K.graph_of(inputs, kwargs)
+    kwargs = dict(kwargs)
+    _refuse_out_where(graph, kwargs, what)
+    dtype, signature = kwargs.pop("dtype", None), kwargs.pop("signature", None)
+    casting = kwargs.pop("casting", "same_kind")
+    kwargs.pop("order", None)
+    kwargs.pop("subok", None)
+    axis = kwargs.pop("axis", -1) if name == "vecdot" else -1  # the summed axis of each operand
+    if name in _GUFUNCS:
+        for k in ("axes", "axis", "keepdims"):
+            if kwargs.pop(k, None) not in (None, False):
+                raise unsupported(graph, f"{what}(..., {k}=...) is not supported on traced arrays; move the axes "
+                                         "with np.moveaxis first")
+    if kwargs:
+        raise unsupported(graph, f"{what}() got unexpected keyword arguments {sorted(kwargs)}")
+    impl = ELEMENTWISE.get(name)
+    if impl is None and name not in _GUFUNCS:
+        advice = ADVICE.get(name, "compute it outside the jitted function")
+        raise unsupported(graph, f"{what} is not supported by fusebind on traced arrays; {advice}")
+    ins, outs = resolve(graph, ufunc, inputs, what, dtype, signature, casting, strong)
+    xs = [to_dtype(graph, v, dt, strong) for v, dt in zip(inputs, ins)]
+    if impl is None:
+        from fusebind.api.numpy_linalg import gufunc
+
+        result = gufunc(name, xs, what, axis)
+    else:
+        if len(xs) > 1:
+            _check_broadcast(graph, symbol or what, *xs)
+        result = impl(*xs)
+    results = result if isinstance(result, tuple) else (result,)
+    fixed = tuple(K.cast(r, dt) for r, dt in zip(results, outs))  # the loop's output dtype, or dtype=
+    for r in fixed:
+        if r.value not in (x.value for x in xs):
+            r.graph.weak.pop(r.value, None)  # a numpy function returns numpy scalars (strong), not Python ones
+    return fixed if isinstance(result, tuple) else fixed[0]
+
+
+def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
+    """`Tracer.__array_ufunc__`."""
+    name = f"numpy.{ufunc.__name__}"
+    graph = K.graph_of(inputs, kwargs)
+    if method == "__call__":
+        return call(ufunc, inputs, kwargs)
+    if method == "reduce":
+        from fusebind.api.numpy_reductions import ufunc_reduce
+
+        return ufunc_reduce(ufunc, inputs, kwargs)
+    if method == "outer":
+        if ufunc.nin != 2 or ufunc.__name__ in _GUFUNCS:
+            raise unsupported(graph, f"{name}.outer: outer product only for binary ufuncs (numpy refuses it too)")
+        a, b = inputs  # numpy makes arrays of both (a Python scalar is strong here) and lays a's axes first
+        b_nd = np.ndim(b) if not isinstance(b, Tracer) else b.ndim
+        if isinstance(a, Tracer) and b_nd:
+            a = K.reshape(a, a.shape + (1,) * b_nd)
+        elif b_nd and np.ndim(a):
+            a = K.reshape(as_tracer(graph, a), np.shape(a) + (1,) * b_nd)
+        return call(ufunc, (a, b), kwargs, f"{name}.outer", strong=True)
+    reasons = {"accumulate": "fusebind has no scan op; compute running results outside the jitted function",
+               "reduceat": "fusebind has no segmented reduction; reduce slices with np.sum(x, axis) instead",
+               "at": "it writes into its operand in place, and traced arrays are immutable; build the result "
+                     "with fb.where or the operators instead"}
+    raise unsupported(graph, f"{name}.{method} is not supported on traced arrays: "
+                             f"{reasons.get(method, 'unknown ufunc method')}")
+
+
+# ---------------------------------------------------------------- operators
+#: ufunc -> the kind of trace.binary, which gives Python's answer when both operands are Python scalars
+_PYTHON_KIND = {np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_divide: "div", np.power: "pow",
+                np.less: "lt", np.less_equal: "le", np.greater: "gt", np.greater_equal: "ge", np.equal: "eq",
+                np.not_equal: "ne"}
+_OPERATOR_KIND = {**_PYTHON_KIND, np.floor_divide: "floordiv", np.remainder: "mod", np.matmul: "@",
+                  np.bitwise_and: "&", np.bitwise_or: "|", np.bitwise_xor: "^", np.left_shift: "<<",
+                  np.right_shift: ">>", np.divmod: "divmod"}
+
+
+def binop(ufunc: np.ufunc, a: Any, b: Any) -> Any:
+    """`a <op> b` for a Python operator: numpy's ufunc, or Python's answer for two Python scalars."""
+    kind = _PYTHON_KIND.get(ufunc)
+    if kind is not None and weak_kind(a) is not None and weak_kind(b) is not None:
+        return binary(kind, a, b)
+    return call(ufunc, (a, b), {}, symbol=_OPERATOR_KIND.get(ufunc))
+
+
+def inplace(ufunc: np.ufunc, x: Tracer, o: Any) -> Any:
+    """`x <op>= o`: numpy's `ufunc(x, o, out=x)`: the result keeps x's dtype
+    (casting 'same_kind') and shape. The name is rebound to the new traced
+    value; views of x taken earlier do not see it (traced arrays are immutable)."""
+    if weak_kind(x) is not None:
+        return binop(ufunc, x, o)  # x is a Python scalar in the eager program: Python rebinds it
+    graph = x.graph
+    what = f"numpy.{ufunc.__name__}"
+    keys = [x.dtype, operand_key(graph, o, what)]
+    try:
+        ufunc.resolve_dtypes((*keys, x.dtype), casting="same_kind")
+    except Exception as exc:  # noqa: BLE001 - numpy's UFuncTypeError, in numpy's words
+        raise K.from_numpy_error(graph, exc, f"in-place {_OPERATOR_KIND.get(ufunc, what)}") from None
+    result = call(ufunc, (x, o), {}, symbol=_OPERATOR_KIND.get(ufunc))
+    if result.shape != x.shape:
+        raise K.value_error(graph, f"non-broadcastable output operand with shape {x.shape} doesn't match the "
+                                   f"broadcast shape {result.shape}")
+    return K.cast(result, x.dtype)
