@@ -158,8 +158,7 @@ _ADVICE: dict[str, str] = {
                                  "unique_all", "unique_counts", "unique_inverse", "unique_values", "trim_zeros",
                                  "histogram", "histogram2d", "histogramdd", "histogram_bin_edges", "bincount")},
     **{n: _NEEDS_BOOL for n in ("array_equal", "array_equiv", "allclose")},
-    **{n: "fusebind has no product reduction; use np.exp(np.sum(np.log(x))) if the values allow, or compute "
-          "it outside" for n in ("prod", "nanprod")},
+    **{n: "fusebind has no product reduction; compute it outside the jitted function" for n in ("prod", "nanprod")},
     **{n: "fusebind has no rounding op; round outside the jitted function" for n in ("round", "around", "fix")},
     "diagflat": "use np.diag(x.ravel(), k)",
     "einsum": "use np.matmul, np.tensordot, np.dot or np.sum of products",

@@ -116,9 +116,10 @@ def _fmax(cls: Any) -> Callable[..., Tracer]:
     return f
 
 
-def _sign(x: Tracer) -> Tracer:  # NaN stays NaN, 0 stays 0
-    return K.select(K.compare("gt", x, K.like(x, 0)), K.like(x, 1),
-                    K.select(K.compare("lt", x, K.like(x, 0)), K.like(x, -1), x))
+def _sign(x: Tracer) -> Tracer:  # NaN stays NaN; both zeros give +0, as numpy
+    zero = K.like(x, 0)
+    rest = K.select(K.isnan(x), x, zero) if x.dtype.kind == "f" else zero
+    return K.select(K.compare("gt", x, zero), K.like(x, 1), K.select(K.compare("lt", x, zero), K.like(x, -1), rest))
 
 
 def _heaviside(x: Tracer, h0: Tracer) -> Tracer:
@@ -314,9 +315,38 @@ _OPERATOR_KIND = {**_PYTHON_KIND, np.floor_divide: "floordiv", np.remainder: "mo
 def binop(ufunc: np.ufunc, a: Any, b: Any) -> Any:
     """`a <op> b` for a Python operator: numpy's ufunc, or Python's answer for two Python scalars."""
     kind = _PYTHON_KIND.get(ufunc)
-    if kind is not None and weak_kind(a) is not None and weak_kind(b) is not None:
+    ka, kb = weak_kind(a), weak_kind(b)
+    if kind is not None and ka is not None and kb is not None:
         return binary(kind, a, b)
+    if ufunc is np.power and isinstance(a, Tracer) and ka is None and kb is not None:
+        return _array_power(a, b)
     return call(ufunc, (a, b), {}, symbol=_OPERATOR_KIND.get(ufunc))
+
+
+def _array_power(x: Tracer, e: Any) -> Any:
+    """`array ** python_scalar` as ndarray.__pow__ computes it: numpy takes np.square
+    for an int 2 (so bool ** 2 is int8), np.reciprocal for an int -1 and np.sqrt
+    for a float 0.5 on float arrays (sqrt(-inf) is NaN, pow(-inf, 0.5) is inf)."""
+    floating = x.dtype.kind == "f"
+    if not isinstance(e, Tracer):
+        if type(e) is int and e == 2:
+            return call(np.square, (x,), {}, "**")
+        if type(e) is int and e == -1 and floating:
+            return call(np.reciprocal, (x,), {}, "**")
+        if type(e) is float and e == 0.5 and floating:
+            return call(np.sqrt, (x,), {}, "**")
+        return call(np.power, (x, e), {}, symbol="pow")
+    kind = weak_kind(e)
+    if kind is int and x.dtype == np.bool_:
+        raise unsupported(x.graph, "bool_array ** (a Python int argument): numpy computes ** 2 as np.square (int8) "
+                                   "and other powers in int64, so the dtype depends on the value; cast the array "
+                                   "first, e.g. x.astype(np.int64) ** n")
+    out = call(np.power, (x, e), {}, symbol="pow")
+    if kind is float and floating:  # the value decides at run time whether numpy takes np.sqrt
+        root = call(np.sqrt, (x,), {}, "**")
+        out = K.select(K.compare("eq", to_dtype(x.graph, e, np.dtype(np.float64)),
+                                 K.constant(x.graph, 0.5, np.float64)), root, out)
+    return out
 
 
 def inplace(ufunc: np.ufunc, x: Tracer, o: Any) -> Any:
@@ -332,7 +362,7 @@ def inplace(ufunc: np.ufunc, x: Tracer, o: Any) -> Any:
         ufunc.resolve_dtypes((*keys, x.dtype), casting="same_kind")
     except Exception as exc:  # noqa: BLE001 - numpy's UFuncTypeError, in numpy's words
         raise K.from_numpy_error(graph, exc, f"in-place {_OPERATOR_KIND.get(ufunc, what)}") from None
-    result = call(ufunc, (x, o), {}, symbol=_OPERATOR_KIND.get(ufunc))
+    result = binop(ufunc, x, o)
     if result.shape != x.shape:
         raise K.value_error(graph, f"non-broadcastable output operand with shape {x.shape} doesn't match the "
                                    f"broadcast shape {result.shape}")

@@ -265,3 +265,35 @@ def test_integer_floor_division_and_remainder_follow_numpy() -> None:
         np.testing.assert_array_equal(fb.jit(lambda a, b: a // b)(x, y), x // y)
         np.testing.assert_array_equal(fb.jit(lambda a, b: a % b)(x, y), x % y)
     same(fb.jit(lambda a: np.floor_divide(a, 1.5))(A), np.floor_divide(A, 1.5))
+
+
+def test_power_operator_follows_ndarray_pow() -> None:
+    # ndarray.__pow__ takes np.sqrt for ** 0.5 and np.square for ** 2: sqrt(-inf) is NaN where pow gives inf,
+    # and bool ** 2 is np.square's int8, which fusebind refuses rather than answer int64.
+    x = np.array([-np.inf, -0.0, 4.0, np.nan], np.float32)
+    with np.errstate(invalid="ignore"):
+        want = x ** 0.5
+        np.testing.assert_array_equal(fb.jit(lambda a: a ** 0.5)(x), want)
+        np.testing.assert_array_equal(np.signbit(fb.jit(lambda a: a ** 0.5)(x)), np.signbit(want))
+        np.testing.assert_array_equal(fb.jit(lambda a, s: a ** s)(x, 0.5), want)  # s decides at run time
+        np.testing.assert_array_equal(fb.jit(lambda a, s: a ** s)(x, 3.0), x ** 3.0)
+
+    def f(m):
+        return m ** 2
+
+    with pytest.raises(fb.UnsupportedOperation) as info:
+        fb.jit(f)(np.array([True, False]))
+    assert str(info.value) == ("fusebind: in 'f': ** of a bool array computes in int8, which fusebind has no dtype "
+                               "for; cast first: x.astype(np.int32)")
+    np.testing.assert_array_equal(fb.jit(lambda m: m ** 3)(np.array([True, False])), np.array([True, False]) ** 3)
+
+
+def test_signed_zeros_and_nan_survive_sign_and_indexing() -> None:
+    x = np.array([1.5, -0.0, np.nan, -np.inf], np.float32)
+    got = fb.jit(np.sign)(x)
+    np.testing.assert_array_equal(got, np.sign(x))
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(np.sign(x)))  # sign(-0.0) is +0.0
+    picked = fb.jit(lambda a: (a[1], a[2], a[::-1]))(x)
+    for g, w in zip(picked, (x[1], x[2], x[::-1])):
+        np.testing.assert_array_equal(g, w)
+        np.testing.assert_array_equal(np.signbit(g), np.signbit(w))
