@@ -216,6 +216,15 @@ def take(p: Probe | None, a: Any, indices: Any, axis: Any = None, out: Any = Non
     return K.take(x, ax, idx, "numpy.take")
 
 
+def _key_text(key: Any) -> str:
+    def one(k: Any) -> str:
+        if isinstance(k, slice):
+            parts = ["" if v is None else str(v) for v in (k.start, k.stop, k.step)]
+            return ":".join(parts[:2] if k.step is None else parts)
+        return "..." if k is Ellipsis else "None" if k is None else str(k)
+    return ", ".join(one(k) for k in (key if isinstance(key, tuple) else (key,)))
+
+
 def getitem(x: Tracer, key: Any) -> Tracer:
     """`x[key]` for integers, slices, Ellipsis and None: numpy's basic indexing."""
     graph = x.graph
@@ -243,5 +252,5 @@ def getitem(x: Tracer, key: Any) -> Tracer:
         idx = np.arange(x.shape[ax])[k]
         if isinstance(k, slice) and idx.size == x.shape[ax] and (idx == np.arange(idx.size)).all():
             continue
-        y = K.take(y, ax, idx, f"x[{key!r}]")
+        y = K.take(y, ax, idx, f"x[{_key_text(key)}]")
     return K.reshape(y, _shape(p))

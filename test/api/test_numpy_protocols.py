@@ -297,3 +297,31 @@ def test_signed_zeros_and_nan_survive_sign_and_indexing() -> None:
     for g, w in zip(picked, (x[1], x[2], x[::-1])):
         np.testing.assert_array_equal(g, w)
         np.testing.assert_array_equal(np.signbit(g), np.signbit(w))
+
+
+def test_indexing_that_needs_a_gather_op_is_refused_clearly() -> None:
+    def f(x):
+        return x[1:]
+
+    with pytest.raises(fb.UnsupportedOperation) as info:
+        fb.jit(f)(np.ones(1 << 13, np.float32))  # 8191 x 8192 masked maxima: too costly to build
+    assert str(info.value) == ("fusebind: in 'f': x[1:] needs a gather of 8191 of the 8192 positions of axis 0; "
+                               "fusebind has no gather op, and building it from a masked max would compute 67100672 "
+                               "elements (the limit is 16777216); index outside the jitted function instead")
+
+    def g(x):
+        return x[x > 0]
+
+    with pytest.raises(fb.UnsupportedOperation) as info:
+        fb.jit(g)(V)
+    assert str(info.value) == ("fusebind: in 'g': indexing with a traced array needs a gather op, which fusebind "
+                               "does not have; use fb.where(mask, x, other) to select elements")
+
+    def h(x):
+        x[0] = 1.0
+        return x
+
+    with pytest.raises(fb.UnsupportedOperation) as info:
+        fb.jit(h)(V)
+    assert str(info.value) == ("fusebind: in 'h': traced arrays are immutable (x[...] = v writes in place); build "
+                               "the new array with fb.where(mask, v, x)")
