@@ -9,17 +9,18 @@ an elementwise chain needs no heap temporaries.
 
 Categories: elementwise ops (their `scalar_body`) become `linalg.generic`
 with broadcasting indexing maps; reductions a fill + `linalg.generic` with
-reduction iterators (mean = sum * 1/n); transpose `linalg.transpose`;
+reduction iterators, except float sums and means, which are blocked
+accumulations (`accumulate.py`, with their single-use elementwise producers
+inlined: `exprs.py`); transpose `linalg.transpose`;
 reshape `tensor.collapse_shape`/`expand_shape`; broadcast_to a copying
 generic; constants `arith.constant dense`; matmul `linalg.matmul`
 (correct but slow: the runtime binds BLAS instead).
 
-Row-wise regions (rowwise.py): an elementwise row that is reduced and used
-again (softmax's exp) is emitted with its reduction as one two-output
-`linalg.generic` (`map_reduce`: one pass computes, stores and sums the row),
-and the last use of such a stored row overwrites it (`elementwise_into`), so
-the row is written straight into the output and scaled there in place.
-Softmax 4096x1024: 1.77x -> 1.22-1.26x SOL, numpy/fusebind 3.4x -> 4.0x.
+Row-wise regions (rowwise.py, `emit_rows`): an elementwise row that is reduced
+and used again (softmax's exp) is emitted with its reduction in one pass
+(`map_reduce` here; `accumulate.blocked_map_sum` for float sums), and the last
+use of such a stored row overwrites it (`elementwise_into`), so the row is
+written straight into the output and scaled there in place.
 
 Size cap: every static tensor type in the kernel (arguments, results,
 intermediates) must hold at most `MAX_TENSOR_BYTES` = 2^62 bytes, counting
@@ -339,6 +340,32 @@ class _Emitter:
 
     def _reduction_setup(self, op: Any, x: _Value, out_elem: str, axis_shift: int) -> "_Reduction":
         """Emit the filled accumulator of reduction `op` over `x`; return its maps and kinds."""
+        r = self._reduction_plan(op, x, out_elem, axis_shift)
+        init_b = TextScalarBuilder(self.fresh, self.fastmath)
+        big = np.finfo(np.float64).max if is_float(r.acc_elem) else None
+        if r.base in ("sum", "mean"):
+            init = init_b.constant(0, r.acc_elem)
+        elif r.base == "prod":
+            init = init_b.constant(1, r.acc_elem)
+        else:
+            sign = -1 if r.base == "max" else 1
+            if is_float(r.acc_elem):
+                init = init_b.constant(sign * float("inf") if big is not None else 0, r.acc_elem)
+            elif x.elem == "i1":
+                init = init_b.constant(0 if r.base == "max" else 1, r.acc_elem)
+            else:
+                info = np.iinfo(np.dtype(r.acc_elem.replace("i", "int")))
+                init = init_b.constant(info.min if r.base == "max" else info.max, r.acc_elem)
+        self.lines.extend(init_b.lines)
+        empty = self.empty(r.out_shape, r.acc_elem)
+        filled = self.fresh("f")
+        t_out = _ttype(r.out_shape, r.acc_elem)
+        self.lines.append(f"{filled} = linalg.fill ins({init} : {r.acc_elem}) outs({empty} : {t_out}) -> {t_out}")
+        return _Reduction(r.base, r.combine, r.acc_elem, r.axes, r.out_shape, r.in_map, r.out_map, r.iters, filled)
+
+    def _reduction_plan(self, op: Any, x: _Value, out_elem: str, axis_shift: int) -> "_Reduction":
+        """Axes, result shape, maps and iterators of reduction `op` over `x` (nothing emitted;
+        `filled` is empty). Raises ScalarEmitError for a kind or element type with no lowering."""
         kind = _kind(op)
         rank = len(x.shape)
         full = rank + axis_shift
@@ -354,34 +381,14 @@ class _Emitter:
         out_res = ", ".join("0" if j in axes else f"d{j}" for j in range(rank) if keep or j not in axes)
         maps = [f"affine_map<({dims}) -> ({dims})>", f"affine_map<({dims}) -> ({out_res})>"]
         iters = ["reduction" if j in axes else "parallel" for j in range(rank)]
-        init_b = TextScalarBuilder(self.fresh, self.fastmath)
         base = kind.removeprefix("reduce_")
-        big = np.finfo(np.float64).max if is_float(acc_elem) else None
-        if base in ("sum", "mean"):
-            init = init_b.constant(0, acc_elem)
-        elif base == "prod":
-            init = init_b.constant(1, acc_elem)
-        elif base in ("max", "min"):
-            sign = -1 if base == "max" else 1
-            if is_float(acc_elem):
-                init = init_b.constant(sign * float("inf") if big is not None else 0, acc_elem)
-            elif x.elem == "i1":
-                init = init_b.constant(0 if base == "max" else 1, acc_elem)
-            else:
-                info = np.iinfo(np.dtype(acc_elem.replace("i", "int")))
-                init = init_b.constant(info.min if base == "max" else info.max, acc_elem)
-        else:
+        if base not in ("sum", "mean", "prod", "max", "min"):
             raise ScalarEmitError(f"{op.name}: reduction kind '{kind}' has no lowering; "
                                   "supported: reduce_sum, reduce_mean, reduce_prod, reduce_max, reduce_min")
         if x.elem == "i1" and base not in ("max", "min"):
             raise ScalarEmitError(f"{op.name}: only max/min reductions over i1 are lowered; cast to i32 first")
-        self.lines.extend(init_b.lines)
-        empty = self.empty(out_shape_l, acc_elem)
-        filled = self.fresh("f")
-        t_out = _ttype(out_shape_l, acc_elem)
-        self.lines.append(f"{filled} = linalg.fill ins({init} : {acc_elem}) outs({empty} : {t_out}) -> {t_out}")
         return _Reduction(base, "sum" if base == "mean" else base, acc_elem, axes, out_shape_l, maps[0], maps[1],
-                          iters, filled)
+                          iters, "")
 
     def _reduction_tail(self, r: "_Reduction", red: _Value, x: _Value, out_elem: str) -> _Value:
         """mean's 1/n, then the cast to the result's element type."""
@@ -567,6 +574,10 @@ def _emit_op(em: _Emitter, op: Any, args: list[_Value], axis_shift: int = 0) -> 
     if hasattr(op, "scalar_body"):
         return em.elementwise(op, args, element_name(rtype))
     if kind.startswith("reduce"):
+        from fusebind.lowering import accumulate
+
+        if accumulate.is_blocked(op):  # float sums and means: blocked, accurate (accumulate.py)
+            return accumulate.blocked_sum(em, op, args[0], element_name(rtype), axis_shift)
         return em.reduction(op, args[0], element_name(rtype), axis_shift)
     if kind == "transpose":
         return em.transpose(op, args[0], rtype)
@@ -612,12 +623,15 @@ def _emit(region_or_func: Any, name: str, dynamic: bool, strided: bool,
     terminator = block.last_op
     plan = rw.plan_rows(block) if rowwise else "row-wise emission off"
     if isinstance(plan, rw.RowPlan):
-        outputs, tail = _emit_rows(em, block, values, plan, dynamic, strided)
+        outputs, tail = rw.emit_rows(em, block, values, plan, dynamic, strided)
     else:
-        for op in block.ops:
-            if op is terminator:
-                break
-            values[op.results[0]] = _emit_op(em, op, [values[o] for o in op.operands])
+        from fusebind.lowering import accumulate, exprs
+
+        ops = [op for op in block.ops if op is not terminator]
+        inlined = exprs.deferred_ops(block, ops, accumulate.is_blocked, set())  # built inside the sums using them
+        for op in ops:
+            args = [values[o] for o in op.operands]
+            values[op.results[0]] = exprs.make_expr(op, args) if op in inlined else _emit_op(em, op, args)
         outputs, tail = _write_outputs(em, [values[r] for r in terminator.operands], dynamic)
     params = [f"%in{i}: {_mtype(s, strided)}" for i, s in enumerate(inputs)]
     params += [f"%out{k}: {_mtype(s, False)}" for k, s in enumerate(outputs)]
@@ -694,142 +708,3 @@ def _write_outputs(em: _Emitter, results: list[_Value], dynamic: bool) -> tuple[
         tail.append(f"bufferization.materialize_in_destination {val} in restrict writable %out{k} : "
                     f"({want_t}, {_mtype(spec, False)}) -> ()")
     return outputs, tail
-
-
-@dataclass(frozen=True)
-class _MulBy:
-    """Stands in for an elementwise op whose scalar body is a multiply (see `_is_row_division`)."""
-
-    name: str
-
-    def scalar_body(self, b: TextScalarBuilder, x: str, y: str) -> str:
-        return b.mul(x, y)
-
-
-def _is_row_division(op: Any, args: list[_Value]) -> bool:
-    """A float `div` of a row by one value per row (every dim of the divisor's row is 1)."""
-    if _kind(op) != "div" or len(args) != 2 or not is_float(args[0].elem) or args[0].elem != args[1].elem:
-        return False
-    num, den = args
-    return all(d == 1 for d in den.shape) and any(d != 1 for d in num.shape)
-
-
-def _last_uses(block: Any) -> dict[Any, int]:
-    """Each value's last use, as a position among the block's ops (the terminator counts)."""
-    last: dict[Any, int] = {}
-    for pos, op in enumerate(block.ops):
-        for o in op.operands:
-            last[o] = pos
-    return last
-
-
-def _broadcast_shape(args: list[_Value]) -> list[Dim]:
-    """The shape an elementwise op over `args` produces (trailing alignment, 1 broadcasts)."""
-    rank = max((len(a.shape) for a in args), default=0)
-    shape: list[Dim] = []
-    for j in range(rank):
-        cands = [a.shape[j - (rank - len(a.shape))] for a in args if j - (rank - len(a.shape)) >= 0]
-        shape.append(next((d for d in cands if d != 1), 1))
-    return shape
-
-
-def _map_reduce_pairs(block: Any, ops: list[Any], plan: Any) -> dict[Any, Any]:
-    """Elementwise ops to emit in one loop with the reduction of their result (`map_reduce`):
-    the result is a row, is reduced by its first user, and is used again later (else the
-    fusion pass already folds the op into the reduction and nothing is stored)."""
-    from fusebind.lowering import rowwise as rw
-
-    pairs: dict[Any, Any] = {}
-    for op in ops:
-        if not _kind(op).startswith("reduce"):
-            continue
-        src = op.operands[0]
-        producer = getattr(src, "op", None)
-        if producer is None or producer not in ops or not hasattr(producer, "scalar_body"):
-            continue
-        if plan.tags.get(src) != rw.ROW or _kind(producer) == "div" or element_name(src.type) == "i1":
-            continue
-        users = [u for u in block.ops if src in u.operands]  # the terminator too
-        if len(users) > 1 and users[0] is op and len(op.results) == 1:
-            pairs[producer] = op
-    return pairs
-
-
-def _emit_rows(em: _Emitter, block: Any, values: dict[Any, _Value], plan: Any,
-               dynamic: bool, strided: bool = False) -> tuple[list[TensorSpec], list[str]]:
-    """Row-wise form (see rowwise.py): a loop nest over the leading dims, the chain on one row."""
-    from fusebind.lowering import rowwise as rw
-
-    terminator = block.last_op
-    first_row = next(values[a] for a in block.args if plan.tags[a] == rw.ROW)
-    batch: list[Dim] = list(first_row.shape[: plan.lead])
-    ivs = rw.open_loops(em, plan, batch)
-    if not strided:
-        for i, a in enumerate(block.args):
-            if plan.tags[a] == rw.ROW:
-                v = values[a]
-                spec = TensorSpec(v.elem, tuple(d if isinstance(d, int) else None for d in v.shape))
-                em.lines.extend(rw.prefetch_next_row(em, plan, ivs, f"%in{i}", _mtype(spec, False),
-                                                     storage(v.elem), v.shape))
-    views_at = len(em.lines)
-    row_values: dict[Any, _Value] = {}
-    for a in block.args:
-        row_values[a] = rw.slice_row(em, values[a], plan, ivs)
-    ops = [op for op in block.ops if op is not terminator]
-    last_use = _last_uses(block)
-    pairs = _map_reduce_pairs(block, ops, plan)  # elementwise op -> the reduction it is emitted with
-    deferred = {e for e in pairs}
-    reduced_with: dict[Any, Any] = {r: e for e, r in pairs.items()}
-    stored: set[Any] = set()  # row values a map_reduce wrote (a buffer of their own)
-    for pos, op in enumerate(ops):
-        if op in deferred:
-            continue  # emitted together with its reduction
-        if op in reduced_with:
-            e = reduced_with[op]
-            e_args = [row_values[o] for o in e.operands]
-            mapped, v = em.map_reduce(e, e_args, element_name(e.results[0].type), op,
-                                      element_name(op.results[0].type), plan.lead)
-            row_values[e.results[0]] = mapped
-            stored.add(e.results[0])
-            row_values[op.results[0]] = v
-            continue
-        args = [row_values[o] for o in op.operands]
-        out_elem = element_name(op.results[0].type)
-        # The last use of a stored row may overwrite it: softmax's exp row is scaled in
-        # place, so the row is written to the output once, by the map_reduce pass.
-        dest = next((k for k, o in enumerate(op.operands) if o in stored and last_use[o] == pos
-                     and args[k].elem == out_elem != "i1" and hasattr(op, "scalar_body")), None)
-        if _is_row_division(op, args):
-            # x / s with s one value per row: one division per row, then multiplies
-            # (vdivps is ~10x a vmulps; x * (1/s) is within 2 ulp of x / s)
-            elem = args[1].elem
-            recip = em._map_unary(args[1], lambda bb, v: bb.div(bb.constant(1.0, elem), v), elem)
-            if dest == 0:
-                v = em.elementwise_into(_MulBy(op.name), [args[0], recip], out_elem, 0)
-            else:
-                v = em.elementwise(_MulBy(op.name), [args[0], recip], out_elem)
-        elif dest is not None and list(args[dest].shape) == _broadcast_shape(args):
-            v = em.elementwise_into(op, args, out_elem, dest)
-        else:
-            v = _emit_op(em, op, args, plan.lead)
-        if _kind(op) == "constant":
-            v = rw.slice_row(em, v, plan, ivs)
-        row_values[op.results[0]] = v
-    outputs: list[TensorSpec] = []
-    views: list[str] = []
-    writes: list[str] = []
-    for k, r in enumerate(terminator.operands):
-        v = row_values[r]
-        full: list[Dim] = batch + list(v.shape) if plan.tags[r] == rw.ROW else list(batch)
-        spec = _out_spec(_Value("", full, v.elem), dynamic)
-        outputs.append(spec)
-        name, view_t, view_lines = rw.out_row(em, k, full, spec.shape, _mtype(spec, False), storage(v.elem), ivs,
-                                              plan.lead if plan.tags[r] == rw.ROW else len(full))
-        views.extend(view_lines)
-        writes.append(f"bufferization.materialize_in_destination {v.name} in restrict writable {name} : "
-                      f"({_ttype(v.shape, v.elem)}, {view_t}) -> ()")
-    # the views come first in the loop body, so eliminate-empty-tensors can write each row in place
-    em.lines[views_at:views_at] = views
-    em.lines.extend(writes)
-    em.lines.extend("}" for _ in ivs)
-    return outputs, []

@@ -130,10 +130,12 @@ def _reused_context() -> Any:
 
 
 def _drop_self_copies(module: Any) -> bool:
-    """Erase `memref.copy %a, %a` (left by in-place materialize_in_destination) and say
-    whether a heap allocation remains. One walk instead of a canonicalize run; a dynamic
-    strided self-copy would otherwise call the `memrefCopy` runtime function, which is
-    not linked into our kernels."""
+    """Erase the copies of a buffer onto itself (left by in-place materialize_in_destination
+    and insert_slice) and say whether a heap allocation remains. One walk instead of a
+    canonicalize run; a dynamic strided self-copy would otherwise call the `memrefCopy`
+    runtime function, which is not linked into our kernels. "Itself" (`_same_buffer`):
+    the same value, a loop result that is its own iter_arg passed through, or an identical
+    subview of the same buffer (the blocked sums' stored rows, accumulate.py)."""
     from mlir import ir
 
     self_copies: list[Any] = []
@@ -141,7 +143,7 @@ def _drop_self_copies(module: Any) -> bool:
 
     def visit(op: Any) -> Any:
         name = op.name
-        if name == "memref.copy" and op.operands[0] == op.operands[1]:
+        if name == "memref.copy" and _same_buffer(ir, op.operands[0], op.operands[1]):
             self_copies.append(op)
         elif name in ("memref.alloc", "memref.realloc"):
             heap.append(op)
@@ -151,6 +153,49 @@ def _drop_self_copies(module: Any) -> bool:
     for op in self_copies:
         op.erase()
     return bool(heap)
+
+
+_SUBVIEW_ATTRS = ("static_offsets", "static_sizes", "static_strides")
+
+
+def _through_loops(ir: Any, v: Any) -> Any:
+    """What a buffer passed through control flow is: the init of an `scf.for` result whose
+    iteration yields its iter_arg unchanged (the loop updated it in place), the buffer both
+    branches of an `scf.if` yield; else `v`."""
+    while isinstance(v, ir.OpResult) and v.owner.name in ("scf.for", "scf.if"):
+        op, i = v.owner, v.result_number
+        if op.name == "scf.if":
+            if len(op.regions) < 2 or not op.regions[1].blocks:
+                break
+            then, other = (list(r.blocks[0].operations)[-1].operands[i] for r in op.regions[:2])
+            if not _same_buffer(ir, then, other):
+                break
+            v = _through_loops(ir, then)
+            continue
+        body = op.regions[0].blocks[0]
+        yielded = list(body.operations)[-1].operands[i]
+        if not (isinstance(yielded, ir.BlockArgument) and yielded.owner == body
+                and yielded.arg_number == i + 1):  # block arg 0 is the induction variable
+            break
+        v = op.operands[3 + i]  # operands: lower, upper, step, inits
+    return v
+
+
+def _same_buffer(ir: Any, a: Any, b: Any) -> bool:
+    """Whether memrefs `a` and `b` are the same memory with the same layout."""
+    a, b = _through_loops(ir, a), _through_loops(ir, b)
+    if a == b:
+        return True
+    if not (isinstance(a, ir.OpResult) and isinstance(b, ir.OpResult)):
+        return False
+    oa, ob = a.owner, b.owner
+    if oa.name != "memref.subview" or ob.name != "memref.subview" or str(a.type) != str(b.type):
+        return False
+    if any(str(oa.attributes[k]) != str(ob.attributes[k]) for k in _SUBVIEW_ATTRS):
+        return False
+    xs, ys = list(oa.operands), list(ob.operands)
+    return (len(xs) == len(ys) and _same_buffer(ir, xs[0], ys[0])
+            and all(x == y for x, y in zip(xs[1:], ys[1:])))
 
 
 def run_upstream_pipeline(text: str, ctx: Any | None = None, pipeline: str | None = None) -> Any:

@@ -2,7 +2,7 @@
 one loop over rows, with the whole prim chain applied to one row at a time.
 
 Owns: `plan_rows` (decides whether a block is row-wise and tags every value)
-and `emit_row_loop` (the `scf.for` nest over the leading dims, the row slices
+and `emit_rows` (the `scf.for` nest over the leading dims, the row slices
 of the inputs, the per-row chain through the ordinary `_Emitter`, and the
 in-place write of each result row into a subview of its output memref).
 A row is read from memory once and written once (`prefetch_next_row` asks for
@@ -10,6 +10,14 @@ the next row's lines while this one computes: a 4 KiB row is one page, and the
 hardware streamers stop at page ends); row-sized intermediates are
 hoisted out of the loop and promoted to the stack by the pass pipeline
 (`buffer-loop-hoisting`, `promote-buffers-to-stack`), never malloc'd per row.
+
+An elementwise row that is reduced and used again (softmax's exp) is emitted
+with its reduction in one pass (`map_reduce`; for float sums `accumulate.blocked_map_sum`:
+each block computes, stores and sums its part of the row), and the
+last use of such a stored row overwrites it (`elementwise_into`), so the row is
+written straight into the output and scaled there in place. Elementwise values
+used only by a float sum are inlined into it (`exprs.deferred_ops`).
+Softmax 4096x1024: 1.77x -> 1.22-1.26x SOL, numpy/fusebind 3.4x -> 4.0x.
 
 Tags: `row` = rank R with leading dims equal to the batch dims (sliced per
 row, leading dims dropped); `rowscalar` = a reduction without keepdims (one
@@ -23,6 +31,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Sequence
+
+from fusebind.lowering import accumulate, exprs
+from fusebind.lowering.emit import (Dim, TensorSpec, _Emitter, _emit_op, _flag, _ints, _kind, _mtype, _op_attr,
+                                    _out_spec, _ttype, _Value, element_name, storage)
+from fusebind.lowering.scalar_text import TextScalarBuilder, is_float
 
 ROW, ROWSCALAR, BCAST = "row", "rowscalar", "bcast"
 
@@ -47,8 +60,6 @@ def _shape(t: Any) -> tuple[int | None, ...]:
 
 def plan_rows(block: Any) -> RowPlan | str:
     """A `RowPlan` if `block` is row-wise, else a one-line reason why not."""
-    from fusebind.lowering.emit import _flag, _ints, _kind, _op_attr
-
     terminator = block.last_op
     ops = [op for op in block.ops if op is not terminator]
     reductions = [op for op in ops if _kind(op).startswith("reduce")]
@@ -144,8 +155,6 @@ def subview_type(full: Sequence[Any], memref_shape: Sequence[int | None], lead: 
 
 def slice_row(em: Any, value: Any, plan: RowPlan, ivs: list[str]) -> Any:
     """The row of a full-tensor `value` (an `emit._Value`) at the loop indices: leading dims dropped."""
-    from fusebind.lowering.emit import _ttype, _Value
-
     shape = value.shape
     if len(shape) <= plan.rank - plan.lead:
         return value  # a broadcast value: used whole in every row
@@ -229,3 +238,147 @@ def prefetch_next_row(em: Any, plan: RowPlan, ivs: list[str], memref: str, mtype
     lines.append(f"memref.prefetch {memref}[{', '.join(lead_idx + inner)}], read, locality<3>, data : {mtype}")
     lines.extend("}" for _ in trailing)
     return lines
+
+
+@dataclass(frozen=True)
+class _MulBy:
+    """Stands in for an elementwise op whose scalar body is a multiply (see `_is_row_division`)."""
+
+    name: str
+
+    def scalar_body(self, b: TextScalarBuilder, x: str, y: str) -> str:
+        return b.mul(x, y)
+
+
+def _is_row_division(op: Any, args: list[_Value]) -> bool:
+    """A float `div` of a row by one value per row (every dim of the divisor's row is 1)."""
+    if _kind(op) != "div" or len(args) != 2 or not is_float(args[0].elem) or args[0].elem != args[1].elem:
+        return False
+    num, den = args
+    return all(d == 1 for d in den.shape) and any(d != 1 for d in num.shape)
+
+
+def _last_uses(block: Any) -> dict[Any, int]:
+    """Each value's last use, as a position among the block's ops (the terminator counts)."""
+    last: dict[Any, int] = {}
+    for pos, op in enumerate(block.ops):
+        for o in op.operands:
+            last[o] = pos
+    return last
+
+
+def _broadcast_shape(args: list[_Value]) -> list[Dim]:
+    """The shape an elementwise op over `args` produces (trailing alignment, 1 broadcasts)."""
+    rank = max((len(a.shape) for a in args), default=0)
+    shape: list[Dim] = []
+    for j in range(rank):
+        cands = [a.shape[j - (rank - len(a.shape))] for a in args if j - (rank - len(a.shape)) >= 0]
+        shape.append(next((d for d in cands if d != 1), 1))
+    return shape
+
+
+def _map_reduce_pairs(block: Any, ops: list[Any], plan: Any) -> dict[Any, Any]:
+    """Elementwise ops to emit in one loop with the reduction of their result (`map_reduce`):
+    the result is a row, is reduced by its first user, and is used again later (else the
+    op is inlined into the reduction and nothing is stored)."""
+    pairs: dict[Any, Any] = {}
+    for op in ops:
+        if not _kind(op).startswith("reduce"):
+            continue
+        src = op.operands[0]
+        producer = getattr(src, "op", None)
+        if producer is None or producer not in ops or not hasattr(producer, "scalar_body"):
+            continue
+        if plan.tags.get(src) != ROW or _kind(producer) == "div" or element_name(src.type) == "i1":
+            continue
+        users = [u for u in block.ops if src in u.operands]  # the terminator too
+        if len(users) > 1 and users[0] is op and len(op.results) == 1:
+            pairs[producer] = op
+    return pairs
+
+
+def emit_rows(em: _Emitter, block: Any, values: dict[Any, _Value], plan: RowPlan,
+              dynamic: bool, strided: bool = False) -> tuple[list[TensorSpec], list[str]]:
+    """Row-wise form: a loop nest over the leading dims, the chain on one row.
+    Returns the output specs and the lines after the loop (none: rows are written in the loop)."""
+    terminator = block.last_op
+    first_row = next(values[a] for a in block.args if plan.tags[a] == ROW)
+    batch: list[Dim] = list(first_row.shape[: plan.lead])
+    ivs = open_loops(em, plan, batch)
+    if not strided:
+        for i, a in enumerate(block.args):
+            if plan.tags[a] == ROW:
+                v = values[a]
+                spec = TensorSpec(v.elem, tuple(d if isinstance(d, int) else None for d in v.shape))
+                em.lines.extend(prefetch_next_row(em, plan, ivs, f"%in{i}", _mtype(spec, False),
+                                                     storage(v.elem), v.shape))
+    views_at = len(em.lines)
+    row_values: dict[Any, _Value] = {}
+    for a in block.args:
+        row_values[a] = slice_row(em, values[a], plan, ivs)
+    ops = [op for op in block.ops if op is not terminator]
+    last_use = _last_uses(block)
+    pairs = _map_reduce_pairs(block, ops, plan)  # elementwise op -> the reduction it is emitted with
+    reduced_with: dict[Any, Any] = {r: e for e, r in pairs.items()}
+    inlined = exprs.deferred_ops(block, ops, accumulate.is_blocked,
+                                 {e for e, r in pairs.items() if accumulate.is_blocked(r)})
+    stored: set[Any] = set()  # row values a map_reduce wrote (a buffer of their own)
+    for pos, op in enumerate(ops):
+        if op in pairs:
+            continue  # emitted together with its reduction
+        if op in inlined:  # emitted inside the float sum that uses it
+            row_values[op.results[0]] = exprs.make_expr(op, [row_values[o] for o in op.operands])
+            continue
+        if op in reduced_with:
+            e = reduced_with[op]
+            e_args = [row_values[o] for o in e.operands]
+            if accumulate.is_blocked(op):
+                mapped, v = accumulate.blocked_map_sum(em, op, exprs.make_expr(e, e_args),
+                                                       element_name(op.results[0].type), plan.lead)
+            else:
+                mapped, v = em.map_reduce(e, e_args, element_name(e.results[0].type), op,
+                                          element_name(op.results[0].type), plan.lead)
+            row_values[e.results[0]] = mapped
+            stored.add(e.results[0])
+            row_values[op.results[0]] = v
+            continue
+        args = [row_values[o] for o in op.operands]
+        out_elem = element_name(op.results[0].type)
+        # The last use of a stored row may overwrite it: softmax's exp row is scaled in
+        # place, so the row is written to the output once, by the map_reduce pass.
+        dest = next((k for k, o in enumerate(op.operands) if o in stored and last_use[o] == pos
+                     and args[k].elem == out_elem != "i1" and hasattr(op, "scalar_body")), None)
+        if _is_row_division(op, args):
+            # x / s with s one value per row: one division per row, then multiplies
+            # (vdivps is ~10x a vmulps; x * (1/s) is within 2 ulp of x / s)
+            elem = args[1].elem
+            recip = em._map_unary(args[1], lambda bb, v: bb.div(bb.constant(1.0, elem), v), elem)
+            if dest == 0:
+                v = em.elementwise_into(_MulBy(op.name), [args[0], recip], out_elem, 0)
+            else:
+                v = em.elementwise(_MulBy(op.name), [args[0], recip], out_elem)
+        elif dest is not None and list(args[dest].shape) == _broadcast_shape(args):
+            v = em.elementwise_into(op, args, out_elem, dest)
+        else:
+            v = _emit_op(em, op, args, plan.lead)
+        if _kind(op) == "constant":
+            v = slice_row(em, v, plan, ivs)
+        row_values[op.results[0]] = v
+    outputs: list[TensorSpec] = []
+    views: list[str] = []
+    writes: list[str] = []
+    for k, r in enumerate(terminator.operands):
+        v = row_values[r]
+        full: list[Dim] = batch + list(v.shape) if plan.tags[r] == ROW else list(batch)
+        spec = _out_spec(_Value("", full, v.elem), dynamic)
+        outputs.append(spec)
+        name, view_t, view_lines = out_row(em, k, full, spec.shape, _mtype(spec, False), storage(v.elem), ivs,
+                                              plan.lead if plan.tags[r] == ROW else len(full))
+        views.extend(view_lines)
+        writes.append(f"bufferization.materialize_in_destination {v.name} in restrict writable {name} : "
+                      f"({_ttype(v.shape, v.elem)}, {view_t}) -> ()")
+    # the views come first in the loop body, so eliminate-empty-tensors can write each row in place
+    em.lines[views_at:views_at] = views
+    em.lines.extend(writes)
+    em.lines.extend("}" for _ in ivs)
+    return outputs, []

@@ -1,0 +1,91 @@
+"""Elementwise expressions emitted inside the reduction that consumes them.
+
+Owns: `Expr` (an elementwise op whose value is not emitted as a `linalg.generic` of its
+own but rebuilt, scalar by scalar, inside each block of the sum that uses it),
+`make_expr`, `broadcast_dims`, `deferred_ops` (which ops become Exprs), `leaves` (the
+emitted values an Expr reads) and `build` (its scalar body).
+
+Why: the blocked sums of `accumulate.py` slice their operand block by block, and
+linalg's elementwise fusion does not reach through a slice, so an operand computed by
+its own generic would be materialized whole (a 64 MB temporary for `(x * x).sum()` over
+2^24 floats). Inlining single-use producers is what that fusion pass did for the
+unblocked reduction. Must not: emit anything itself (the consumer's generic does).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from fusebind.lowering.emit import Dim, _Value, element_name
+from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder
+
+
+@dataclass(frozen=True, eq=False)
+class Expr:
+    """An elementwise op not emitted yet: `op` applied to `args` (Exprs or emitted values)."""
+
+    op: Any
+    args: tuple["Expr | _Value", ...]
+    elem: str
+    shape: list[Dim]
+
+
+def make_expr(op: Any, args: Iterable["Expr | _Value"]) -> Expr:
+    args = tuple(args)
+    return Expr(op, args, element_name(op.results[0].type), broadcast_dims([list(a.shape) for a in args], op.name))
+
+
+def broadcast_dims(shapes: list[list[Dim]], what: str) -> list[Dim]:
+    """numpy broadcasting of shapes whose dims are ints or SSA names (a name is never 1)."""
+    rank = max((len(s) for s in shapes), default=0)
+    out: list[Dim] = []
+    for j in range(rank):
+        cands = [s[j - (rank - len(s))] for s in shapes if j - (rank - len(s)) >= 0]
+        static = {d for d in cands if isinstance(d, int) and d != 1}
+        if len(static) > 1:
+            raise ScalarEmitError(f"{what}: shapes {shapes} do not broadcast")
+        names = [d for d in cands if isinstance(d, str)]
+        out.append(static.pop() if static else names[0] if names else 1)
+    return out
+
+
+def deferred_ops(block: Any, ops: list[Any], sink: Callable[[Any], bool], roots: set[Any]) -> set[Any]:
+    """The elementwise ops of `ops` to inline instead of emitting: a result with exactly one
+    use in the block (operand slots, the terminator included) whose user is a `sink` (a
+    blocked sum), one of `roots` (the mapped op of a blocked row map-reduce) or itself
+    inlined. As with linalg's elementwise fusion, a value used twice is emitted once and
+    read twice."""
+    uses: Counter[Any] = Counter()
+    user: dict[Any, Any] = {}
+    for op in block.ops:
+        for o in op.operands:
+            uses[o] += 1
+            user[o] = op
+    deferred: set[Any] = set()
+    for op in reversed(ops):
+        if not hasattr(op, "scalar_body") or len(op.results) != 1 or uses[op.results[0]] != 1:
+            continue
+        u = user[op.results[0]]
+        if u in deferred or u in roots or sink(u):
+            deferred.add(op)
+    return deferred
+
+
+def leaves(node: "Expr | _Value", found: dict[str, _Value]) -> dict[str, _Value]:
+    """The emitted values an expression reads, by SSA name, into `found` (returned)."""
+    if isinstance(node, _Value):
+        found.setdefault(node.name, node)
+    else:
+        for a in node.args:
+            leaves(a, found)
+    return found
+
+
+def build(b: TextScalarBuilder, node: "Expr | _Value", leaf: dict[str, str]) -> str:
+    """The scalar value of `node` in one generic body; `leaf` maps leaf names to scalars."""
+    if isinstance(node, _Value):
+        return leaf[node.name]
+    result = node.op.scalar_body(b, *[build(b, a, leaf) for a in node.args])
+    return result if b.elem(result) == node.elem else b.cast(result, node.elem)
