@@ -15,7 +15,8 @@ __version__ = "0.1.0"
 
 _API = (
     "ArgumentError", "CompiledFunction", "ConstantArray", "EntryError", "FusebindAxisError", "FusebindError",
-    "FusebindOverflowError", "FusebindValueError", "JitFunction", "TraceError", "UnsupportedOperation", "compile",
+    "FusebindIndexError", "FusebindOverflowError", "FusebindValueError", "IntegerPowerError",
+    "NumpyMismatchError", "JitFunction", "TraceError", "UnsupportedOperation", "compile",
     "constant", "erf", "exp", "gelu", "jit", "layer_norm", "log", "matmul", "maximum", "minimum", "relu", "sigmoid", "softmax",
     "sqrt", "tanh", "where",
 )

@@ -5,10 +5,11 @@ Owns nothing but the public names; see trace.py (tracing), functions.py
 captured arrays, `constant`) and compile.py (MLIR input).
 """
 
-from fusebind.api.capture import ConstantArray, FusebindOverflowError, constant
+from fusebind.api.capture import ConstantArray, constant
 from fusebind.api.compile import CompiledFunction, EntryError, compile
 from fusebind.api.errors import (
-    ArgumentError, FusebindAxisError, FusebindError, FusebindValueError, TraceError, UnsupportedOperation,
+    ArgumentError, FusebindAxisError, FusebindError, FusebindIndexError, FusebindOverflowError, FusebindValueError,
+    IntegerPowerError, NumpyMismatchError, TraceError, UnsupportedOperation,
 )
 from fusebind.api.functions import (
     erf, exp, gelu, layer_norm, log, matmul, maximum, minimum, relu, sigmoid, softmax, sqrt, tanh, where,
@@ -17,7 +18,8 @@ from fusebind.api.jit import JitFunction, jit
 
 __all__ = [
     "ArgumentError", "CompiledFunction", "ConstantArray", "EntryError", "FusebindAxisError", "FusebindError",
-    "FusebindOverflowError", "FusebindValueError", "JitFunction", "TraceError", "UnsupportedOperation", "compile",
+    "FusebindIndexError", "FusebindOverflowError", "FusebindValueError", "IntegerPowerError",
+    "NumpyMismatchError", "JitFunction", "TraceError", "UnsupportedOperation", "compile",
     "constant", "erf", "exp", "gelu", "jit", "layer_norm", "log", "matmul", "maximum", "minimum", "relu", "sigmoid", "softmax",
     "sqrt", "tanh", "where",
 ]

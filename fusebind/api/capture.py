@@ -31,15 +31,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fusebind.api.errors import ArgumentError, FusebindError, UnsupportedOperation
+from fusebind.api.errors import ArgumentError, FusebindError, FusebindOverflowError, UnsupportedOperation
 
 #: the 0-d dtype a Python scalar argument is passed as (its "canonical" weak dtype)
 CANONICAL = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float64)}
 _INT64 = (-(1 << 63), 1 << 63)
-
-
-class FusebindOverflowError(FusebindError, OverflowError):
-    """A Python int does not fit the dtype numpy would convert it to (numpy raises OverflowError)."""
 
 
 class ConstantArray(np.ndarray):

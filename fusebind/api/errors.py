@@ -5,12 +5,18 @@ broadcast, bad axes) and re-exports the user-facing rest so users catch
 them from one place: `FusebindError` (the base of every fusebind error),
 `ArgumentError` (an argument has the wrong dtype, rank or shape),
 `UnsupportedOperation` (an op, numpy function or dtype fusebind does not
-support), `FusebindAxisError` and `FusebindValueError`.
+support), the numpy-compatible `FusebindAxisError`, `FusebindValueError`,
+`FusebindIndexError`, `FusebindOverflowError` and `IntegerPowerError`, and
+`NumpyMismatchError` (a fusebind bug caught before it became a wrong answer).
 """
 
 from __future__ import annotations
 
-from fusebind.dialect.errors import FusebindAxisError, FusebindError, FusebindValueError, UnsupportedOperation
+from fusebind.dialect.errors import (
+    FusebindAxisError, FusebindError, FusebindIndexError, FusebindOverflowError, FusebindValueError,
+    NumpyMismatchError, UnsupportedOperation,
+)
+from fusebind.dialect.prim_division import IntegerPowerError
 from fusebind.runtime.executor import ArgumentError
 
 
@@ -18,5 +24,5 @@ class TraceError(FusebindError, ValueError):
     """The traced function is not a valid array program (e.g. shapes that do not broadcast)."""
 
 
-__all__ = ["ArgumentError", "FusebindAxisError", "FusebindError", "FusebindValueError", "TraceError",
-           "UnsupportedOperation"]
+__all__ = ["ArgumentError", "FusebindAxisError", "FusebindError", "FusebindIndexError", "FusebindOverflowError",
+           "FusebindValueError", "IntegerPowerError", "NumpyMismatchError", "TraceError", "UnsupportedOperation"]

@@ -20,16 +20,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from fusebind.api.errors import FusebindAxisError, FusebindError, FusebindValueError, UnsupportedOperation
+from fusebind.api.errors import (
+    FusebindAxisError, FusebindError, FusebindIndexError, FusebindValueError, UnsupportedOperation,
+)
 from fusebind.api.trace import SUPPORTED, Graph, Tracer, elem_name
 
 #: the largest intermediate a gather by static indices may build (elements): a
 #: gather is a masked max over the indexed axis, so it costs len(indices) x that axis
 GATHER_LIMIT = 1 << 24
-
-
-class FusebindIndexError(FusebindError, IndexError):
-    """An index out of range (numpy raises IndexError)."""
 
 
 # ---------------------------------------------------------------- errors

@@ -25,17 +25,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fusebind.api.errors import FusebindError
+from fusebind.api.errors import FusebindError, NumpyMismatchError
 from fusebind.api.numpy_kernels import from_numpy_error, prefix
 from fusebind.api.trace import Graph, Tracer, weak_kind
 
 #: inputs up to this many elements (all tracers together) are probed at full size
 PROBE_LIMIT = 1 << 16
-
-
-class NumpyMismatchError(FusebindError, RuntimeError):
-    """fusebind's traced answer would differ from numpy's in dtype or shape: a
-    fusebind bug, raised instead of a wrong answer."""
 
 
 @dataclass

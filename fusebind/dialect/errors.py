@@ -38,6 +38,19 @@ class FusebindAxisError(FusebindError, np.exceptions.AxisError):
         np.exceptions.AxisError.__init__(self, message)
 
 
+class FusebindIndexError(FusebindError, IndexError):
+    """An index out of range (numpy raises IndexError)."""
+
+
+class FusebindOverflowError(FusebindError, OverflowError):
+    """A Python int does not fit the dtype numpy would convert it to (numpy raises OverflowError)."""
+
+
+class NumpyMismatchError(FusebindError, RuntimeError):
+    """fusebind's traced answer would differ from numpy's in dtype or shape: a
+    fusebind bug, raised instead of a wrong answer."""
+
+
 class FusebindIRError(FusebindError):
     """Base of IR errors: `message`, and `line`/`column` (1-based) when known."""
 
