@@ -27,7 +27,8 @@ class CompiledFunction:
     def __init__(self, text: str, entry: str | None = None, *, optimize: bool = True, background: bool = False,
                  verify: bool = False, verify_action: str = "raise", backend: str = "cpu",
                  threads: int | None = None, cache: Any = None,
-                 before_compile: Callable[[str], None] | None = None, machine: Any = None) -> None:
+                 before_compile: Callable[[str], None] | None = None, machine: Any = None,
+                 profile: bool = False) -> None:
         from fusebind.dialect import parse_module
 
         self.module = parse_module(text)
@@ -35,7 +36,7 @@ class CompiledFunction:
         self._executor = Executor(self.module, entry, optimize=default_optimizer(backend) if optimize else None,
                                   backend=backend, verify=verify, verify_action=verify_action,
                                   background=background, threads=threads, cache=cache,
-                                  before_compile=before_compile, machine=machine)
+                                  before_compile=before_compile, machine=machine, profile=profile)
         self.name = self._executor.name
 
     def __call__(self, *args: Any, out: Any = None) -> Any:

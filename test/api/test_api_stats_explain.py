@@ -75,6 +75,28 @@ def test_profile_times_every_call_fast_path_included(object_cache) -> None:
     assert "fused_seconds=" in repr(s) and NOT_TIMED not in repr(s)
 
 
+EXP_PLUS_ONE_MLIR = """func.func @f(%x: tensor<256xf32>) -> tensor<256xf32> {
+  %c = prim.constant dense<1.0> : tensor<f32>
+  %e = prim.exp %x : tensor<256xf32> -> tensor<256xf32>
+  %y = prim.add %e, %c : (tensor<256xf32>, tensor<f32>) -> tensor<256xf32>
+  func.return %y : tensor<256xf32>
+}"""
+
+
+@pytest.mark.parametrize("profile", [False, True])
+def test_fb_compile_counts_every_call_and_times_only_with_profile(object_cache, profile: bool) -> None:
+    g = fb.compile(EXP_PLUS_ONE_MLIR, cache=object_cache, profile=profile)
+    x = vector()
+    for _ in range(21):
+        np.testing.assert_allclose(g(x), ref(x), rtol=1e-6)
+    s = g.stats
+    assert s.calls == 21 and s.arms.fused_calls == 21
+    if profile:
+        assert s.run_seconds > 0 and NOT_TIMED not in repr(s)
+    else:
+        assert s.run_seconds is None and NOT_TIMED in repr(s)
+
+
 def test_plan_hits_object_cache_hits_and_compiles_are_apart(tmp_path: Path) -> None:
     cache = ObjectCache(tmp_path / "objects")
     f = fb.jit(exp_plus_one, cache=cache)
