@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fusebind.api.errors import ArgumentError, FusebindError
+from fusebind.api.errors import ArgumentError, EntryError, FusebindError
 from fusebind.api.jit import default_optimizer
 from fusebind.runtime import bindings as _bindings
 from fusebind.runtime.executor import Executor
@@ -83,16 +83,6 @@ class CompiledFunction:
     @property
     def stats(self) -> Any:
         return self._executor.stats
-
-
-class EntryError(FusebindError, KeyError):
-    """`fb.compile(text, entry=...)`: the module has no function of that name,
-    or several functions and no `entry` to choose one. A KeyError, so existing
-    `except KeyError` clauses keep working; its message names the functions
-    the module defines."""
-
-    def __str__(self) -> str:  # KeyError's str() would show the message quoted, as a repr
-        return str(self.args[0]) if self.args else ""
 
 
 def check_entry(module: Any, entry: Any) -> str | None:

@@ -13,7 +13,7 @@ support), the numpy-compatible `FusebindAxisError`, `FusebindValueError`,
 from __future__ import annotations
 
 from fusebind.dialect.errors import (
-    FusebindAxisError, FusebindError, FusebindIndexError, FusebindOverflowError, FusebindValueError,
+    EntryError, FusebindAxisError, FusebindError, FusebindIndexError, FusebindOverflowError, FusebindValueError,
     NumpyMismatchError, UnsupportedOperation,
 )
 from fusebind.dialect.prim_division import IntegerPowerError
@@ -24,5 +24,5 @@ class TraceError(FusebindError, ValueError):
     """The traced function is not a valid array program (e.g. shapes that do not broadcast)."""
 
 
-__all__ = ["ArgumentError", "FusebindAxisError", "FusebindError", "FusebindIndexError", "FusebindOverflowError",
+__all__ = ["ArgumentError", "EntryError", "FusebindAxisError", "FusebindError", "FusebindIndexError", "FusebindOverflowError",
            "FusebindValueError", "IntegerPowerError", "NumpyMismatchError", "TraceError", "UnsupportedOperation"]

@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from fusebind.dialect.errors import FusebindTypeError
 from fusebind.api.capture import FusebindOverflowError, scalar_kind
 from fusebind.api.errors import UnsupportedOperation
 
@@ -52,7 +53,7 @@ def weak_result(t: np.dtype, scalar: Any) -> np.dtype:
         return t if t.kind in "fi" else np.dtype(np.int64)
     if kind is float:
         return t if t.kind == "f" else np.dtype(np.float64)
-    raise TypeError(f"unsupported scalar {scalar!r}")
+    raise FusebindTypeError(f"unsupported scalar {scalar!r}")
 
 
 def weak_dtype(t: np.dtype, kind: type, op: str | None) -> np.dtype:

@@ -21,6 +21,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
+from fusebind.dialect.errors import FusebindInternalError, FusebindTypeError, FusebindValueError
+
 Trust = Literal["composed", "declared", "measured"]
 
 #: Trust levels, least trusted first.
@@ -41,14 +43,14 @@ class CostEstimate:
         for field in ("flops", "bytes", "ns"):
             value = getattr(self, field)
             if not isinstance(value, (int, float)) or isinstance(value, bool):
-                raise TypeError(f"CostEstimate.{field} must be a number, got {value!r}")
+                raise FusebindTypeError(f"CostEstimate.{field} must be a number, got {value!r}")
             if not math.isfinite(value) or value < 0:
-                raise ValueError(
+                raise FusebindValueError(
                     f"CostEstimate.{field} must be finite and >= 0, got {value!r}; "
                     "use UNKNOWN_COST when the cost cannot be priced"
                 )
         if self.trust not in TRUST_ORDER:
-            raise ValueError(
+            raise FusebindValueError(
                 f"CostEstimate.trust must be one of {TRUST_ORDER}, got {self.trust!r}"
             )
 
@@ -166,11 +168,11 @@ class MachineModel:
         for name in ("bandwidth_bytes_per_s", "flops_per_s"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"MachineModel.{name} must be finite and > 0, got {value!r}")
+                raise FusebindValueError(f"MachineModel.{name} must be finite and > 0, got {value!r}")
         if not (isinstance(self.launch_ns, (int, float)) and math.isfinite(self.launch_ns) and self.launch_ns >= 0):
-            raise ValueError(f"MachineModel.launch_ns must be finite and >= 0, got {self.launch_ns!r}")
+            raise FusebindValueError(f"MachineModel.launch_ns must be finite and >= 0, got {self.launch_ns!r}")
         if not isinstance(self.source, str) or not self.source:
-            raise ValueError(f"MachineModel.source must be a non-empty string, got {self.source!r}")
+            raise FusebindValueError(f"MachineModel.source must be a non-empty string, got {self.source!r}")
 
     @staticmethod
     def default() -> "MachineModel":
@@ -191,7 +193,7 @@ class MachineModel:
         try:
             provider = getattr(importlib.import_module(module_name), attr)
         except (ImportError, AttributeError) as err:
-            raise RuntimeError(
+            raise FusebindInternalError(
                 f"MachineModel.measure() needs the runtime's calibration {MACHINE_PROVIDER} ({err}); "
                 "use MachineModel.default() to price without the runtime"
             ) from err
@@ -205,7 +207,7 @@ class MachineModel:
             return MachineModel.default()
         if key == "measured":
             return MachineModel.measure()
-        raise ValueError(f"unknown machine model {name!r}; expected one of {', '.join(MACHINE_CHOICES)}")
+        raise FusebindValueError(f"unknown machine model {name!r}; expected one of {', '.join(MACHINE_CHOICES)}")
 
     def roofline_ns(self, flops: float, nbytes: float) -> float:
         """Time bound by the slower of compute and memory, without launch."""
@@ -225,10 +227,10 @@ class MachineModel:
     def from_dict(data: Any) -> "MachineModel":
         """Inverse of `as_dict`; raises ValueError (or TypeError) naming what is wrong."""
         if not isinstance(data, dict):
-            raise TypeError(f"MachineModel.from_dict needs a dict, got {type(data).__name__}")
+            raise FusebindTypeError(f"MachineModel.from_dict needs a dict, got {type(data).__name__}")
         missing = [k for k in ("bandwidth_bytes_per_s", "flops_per_s", "launch_ns") if k not in data]
         if missing:
-            raise ValueError(f"MachineModel.from_dict: missing {', '.join(missing)}")
+            raise FusebindValueError(f"MachineModel.from_dict: missing {', '.join(missing)}")
         return MachineModel(data["bandwidth_bytes_per_s"], data["flops_per_s"], data["launch_ns"],
                             data.get("source", "custom"))
 

@@ -33,6 +33,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from fusebind.dialect.errors import FusebindInternalError, FusebindValueError
 from fusebind.compiler.context import DEFAULT_MAX_REGION_OPS, OptimizationContext
 from fusebind.compiler.cost import MachineModel
 from fusebind.compiler.optimize import OptimizeResult, optimize_graph
@@ -63,7 +64,7 @@ def table_context(backend: str, **options: Any) -> OptimizationContext:
     try:
         provider = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as err:
-        raise RuntimeError(
+        raise FusebindInternalError(
             f"fuse{{gate=table}} needs the runtime's table gate {TABLE_GATE_PROVIDER} ({err}); "
             "use gate=all or gate=none to run without the runtime"
         ) from err
@@ -110,7 +111,7 @@ class FusePass(ModulePass):
             return OptimizationContext.gate_none(backend=self.backend, **options)
         if self.gate == "table":
             return table_context(self.backend, **options)
-        raise ValueError(f"fuse: unknown gate {self.gate!r}; expected one of {', '.join(GATES)}")
+        raise FusebindValueError(f"fuse: unknown gate {self.gate!r}; expected one of {', '.join(GATES)}")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         result = optimize_graph(op, self.context())

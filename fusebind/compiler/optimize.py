@@ -52,6 +52,7 @@ from collections.abc import Sequence
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
+from fusebind.dialect.errors import FusebindTypeError
 from fusebind.compiler.absorb import absorb_neighbours, consider_absorbing
 from fusebind.compiler.context import OptimizationContext
 from fusebind.compiler.decisions import Decision, OptimizeResult, Verdict, WorkItem
@@ -124,9 +125,9 @@ def optimize_graph(module: ModuleOp, ctx: OptimizationContext, *,
     static id like the built-in ones.
     """
     if not isinstance(ctx, OptimizationContext):
-        raise TypeError(f"optimize_graph: ctx must be an OptimizationContext, got {type(ctx).__name__}")
+        raise FusebindTypeError(f"optimize_graph: ctx must be an OptimizationContext, got {type(ctx).__name__}")
     if not isinstance(module, ModuleOp):
-        raise TypeError(f"optimize_graph: expected a builtin.module, got {type(module).__name__}")
+        raise FusebindTypeError(f"optimize_graph: expected a builtin.module, got {type(module).__name__}")
     out = module.clone()
     strength_reduce(out)
     if rules is None:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import IntegerAttr, i64
 from xdsl.ir import Block, Operation, Region, SSAValue
 
+from fusebind.dialect.errors import FusebindInternalError
 from fusebind.compiler.graph import DataflowGraph
 from fusebind.dialect.fused import RegionOp, YieldOp
 from fusebind.dialect.prim import ConstantOp
@@ -128,7 +129,7 @@ def _topological_reorder(block: Block) -> None:
             if indeg[u] == 0:
                 heapq.heappush(heap, u)
     if len(order) != len(ops):  # pragma: no cover - convexity of each region prevents it
-        raise RuntimeError("optimize_graph: fused regions form a cycle; this is a bug in the convexity check")
+        raise FusebindInternalError("optimize_graph: fused regions form a cycle; this is a bug in the convexity check")
     if order == list(range(len(ops))):
         return
     for op in ops:

@@ -30,6 +30,23 @@ class FusebindValueError(FusebindError, ValueError):
     """A value numpy would reject with ValueError (e.g. a reduction over an empty axis)."""
 
 
+class FusebindTypeError(FusebindError, TypeError):
+    """An argument of the wrong kind given to a fusebind API (an option, a constructor field)."""
+
+
+class FusebindInternalError(FusebindError, RuntimeError):
+    """A fusebind bug caught by an internal check; the message says what broke. Please report it."""
+
+
+class EntryError(FusebindError, KeyError):
+    """A module has no function of the requested name, or several functions and
+    no `entry` to choose one. A KeyError, so existing `except KeyError` clauses
+    keep working; its message names the functions the module defines."""
+
+    def __str__(self) -> str:  # KeyError's str() would show the message quoted, as a repr
+        return str(self.args[0]) if self.args else ""
+
+
 class FusebindAxisError(FusebindError, np.exceptions.AxisError):
     """A bad `axis` argument (out of range, or repeated), as numpy's AxisError."""
 

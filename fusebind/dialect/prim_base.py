@@ -32,6 +32,7 @@ from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
+from fusebind.dialect.errors import FusebindValueError
 from fusebind.dialect.types import (
     Shape,
     compatible,
@@ -52,7 +53,7 @@ def int_list(values: Sequence[int]) -> DenseArrayBase:
 def int_list_values(attr: Attribute) -> tuple[int, ...]:
     if isinstance(attr, DenseArrayBase):
         return tuple(int(v) for v in attr.get_values())
-    raise ValueError(f"expected an integer list, found {attr}")
+    raise FusebindValueError(f"expected an integer list, found {attr}")
 
 
 class PrimOp(IRDLOperation):
@@ -88,7 +89,7 @@ class PrimOp(IRDLOperation):
     def _elem(self, value: SSAValue, what: str) -> str:
         t = value.type
         if not isinstance(t, TensorType):  # the IRDL constraint has already refused this
-            raise ValueError(f"{self.name}: {what} is not a ranked tensor: {t}")
+            raise FusebindValueError(f"{self.name}: {what} is not a ranked tensor: {t}")
         try:
             return element_type_name(t.element_type)
         except ValueError:
@@ -119,7 +120,7 @@ class PrimOp(IRDLOperation):
         for key in self.KEYWORD_PROPS:
             prop = self.properties[key]
             if not isinstance(prop, StringAttr):
-                raise ValueError(f"{self.name}: property {key} must be a string")
+                raise FusebindValueError(f"{self.name}: property {key} must be a string")
             printer.print_string(f" {prop.data}")
         if self.operands:
             printer.print_string(" ")

@@ -28,6 +28,7 @@ from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def, tra
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from fusebind.dialect.errors import FusebindValueError
 from fusebind.dialect.prim_base import PrimOp, cast_result
 from fusebind.dialect.scalar import (
     PREDICATES,
@@ -255,7 +256,7 @@ class BinaryOp(ElementwiseOp):
         lhs, rhs = _ssa(lhs), _ssa(rhs)
         shape = broadcast_shapes(shape_of(lhs.type), shape_of(rhs.type))
         if shape is None:
-            raise ValueError(
+            raise FusebindValueError(
                 f"{self.name}: operand shapes {format_shape(shape_of(lhs.type))} and "
                 f"{format_shape(shape_of(rhs.type))} do not broadcast"
             )
@@ -400,7 +401,7 @@ class SelectOp(ElementwiseOp):
         cond, lhs, rhs = _ssa(cond), _ssa(lhs), _ssa(rhs)
         shape = broadcast_shapes(*(shape_of(v.type) for v in (cond, lhs, rhs)))
         if shape is None:
-            raise ValueError(f"{self.name}: operand shapes do not broadcast")
+            raise FusebindValueError(f"{self.name}: operand shapes do not broadcast")
         super().__init__(operands=[cond, lhs, rhs], result_types=[tensor_type(shape, elem_of(lhs.type))])
 
     def verify_(self) -> None:

@@ -27,6 +27,7 @@ from xdsl.printer import Printer
 from xdsl.traits import ConstantLike, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from fusebind.dialect.errors import FusebindValueError
 from fusebind.dialect.prim_base import PrimOp, cast_result, int_list, int_list_values
 from fusebind.dialect.types import (
     ALL_TYPES,
@@ -71,7 +72,7 @@ class ReductionOp(PrimOp):
         rank = len(shape_of(x.type))
         norm = sorted({a + rank if a < 0 else a for a in axes})
         if any(not 0 <= a < rank for a in norm):
-            raise ValueError(f"{self.name}: axes {list(axes)} out of range for rank {rank}")
+            raise FusebindValueError(f"{self.name}: axes {list(axes)} out of range for rank {rank}")
         props: dict[str, Attribute] = {"axes": int_list(norm)}
         if keepdims:
             props["keepdims"] = UnitAttr()
@@ -241,7 +242,7 @@ class TransposeOp(ShapeOp):
         x = SSAValue.get(x)
         shape = shape_of(x.type)
         if sorted(perm) != list(range(len(shape))):
-            raise ValueError(f"{self.name}: {list(perm)} is not a permutation of 0..{len(shape) - 1}")
+            raise FusebindValueError(f"{self.name}: {list(perm)} is not a permutation of 0..{len(shape) - 1}")
         out = tuple(shape[p] for p in perm)
         super().__init__(
             operands=[x], result_types=[tensor_type(out, elem_of(x.type))], properties={"perm": int_list(perm)}
@@ -294,7 +295,7 @@ class MatmulOp(PrimOp):
         lhs, rhs = SSAValue.get(lhs), SSAValue.get(rhs)
         shape = matmul_shape(shape_of(lhs.type), shape_of(rhs.type))
         if isinstance(shape, str):
-            raise ValueError(f"{self.name}: {shape}")
+            raise FusebindValueError(f"{self.name}: {shape}")
         super().__init__(operands=[lhs, rhs], result_types=[tensor_type(shape, elem_of(lhs.type))])
 
     def verify_(self) -> None:

@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from fusebind.dialect.errors import FusebindValueError
 from fusebind.dialect.types import numpy_dtype, name_of_numpy_dtype
 
 PREDICATES: tuple[str, ...] = ("eq", "ne", "lt", "le", "gt", "ge")
@@ -95,7 +96,7 @@ def compare_reference(pred: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     fns = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
            "gt": np.greater, "ge": np.greater_equal}
     if pred not in fns:
-        raise ValueError(f"unknown predicate {pred!r}; expected one of {', '.join(PREDICATES)}")
+        raise FusebindValueError(f"unknown predicate {pred!r}; expected one of {', '.join(PREDICATES)}")
     return fns[pred](a, b)
 
 

@@ -22,6 +22,8 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute
 
+from fusebind.dialect.errors import FusebindValueError
+
 ELEMENT_TYPES: tuple[str, ...] = ("f32", "f64", "i32", "i64", "i1")
 FLOAT_TYPES: frozenset[str] = frozenset({"f32", "f64"})
 INT_TYPES: frozenset[str] = frozenset({"i32", "i64"})
@@ -47,7 +49,7 @@ def element_type(name: str) -> Attribute:
         return Float64Type()
     if name in ("i32", "i64", "i1"):
         return IntegerType(int(name[1:]))
-    raise ValueError(f"unknown element type {name!r}; expected one of {', '.join(ELEMENT_TYPES)}")
+    raise FusebindValueError(f"unknown element type {name!r}; expected one of {', '.join(ELEMENT_TYPES)}")
 
 
 def element_type_name(attr: Attribute) -> str:
@@ -59,7 +61,7 @@ def element_type_name(attr: Attribute) -> str:
     if isinstance(attr, IntegerType) and attr.width.data in (1, 32, 64):
         if attr.signedness.data.name == "SIGNLESS":
             return f"i{attr.width.data}"
-    raise ValueError(f"unsupported element type {attr}; expected one of {', '.join(ELEMENT_TYPES)}")
+    raise FusebindValueError(f"unsupported element type {attr}; expected one of {', '.join(ELEMENT_TYPES)}")
 
 
 def numpy_dtype(name: str) -> np.dtype:
@@ -67,7 +69,7 @@ def numpy_dtype(name: str) -> np.dtype:
     try:
         return _NUMPY[name]
     except KeyError:
-        raise ValueError(f"unknown element type {name!r}; expected one of {', '.join(ELEMENT_TYPES)}") from None
+        raise FusebindValueError(f"unknown element type {name!r}; expected one of {', '.join(ELEMENT_TYPES)}") from None
 
 
 def name_of_numpy_dtype(dtype: np.dtype) -> str:
@@ -75,7 +77,7 @@ def name_of_numpy_dtype(dtype: np.dtype) -> str:
     for name, dt in _NUMPY.items():
         if dt == dtype:
             return name
-    raise ValueError(f"numpy dtype {dtype} has no fusebind element type; use one of {', '.join(ELEMENT_TYPES)}")
+    raise FusebindValueError(f"numpy dtype {dtype} has no fusebind element type; use one of {', '.join(ELEMENT_TYPES)}")
 
 
 def tensor_type(shape: Iterable[int | None], name: str) -> TensorType:
@@ -83,21 +85,21 @@ def tensor_type(shape: Iterable[int | None], name: str) -> TensorType:
     dims = [DYNAMIC_INDEX if d is None or d == -1 else int(d) for d in shape]
     for d in dims:
         if d < 0 and d != DYNAMIC_INDEX:
-            raise ValueError(f"invalid dimension {d}; use -1 or None for a dynamic one")
+            raise FusebindValueError(f"invalid dimension {d}; use -1 or None for a dynamic one")
     return TensorType(element_type(name), dims)
 
 
 def shape_of(t: Attribute) -> Shape:
     """The shape of a tensor type, with `None` for dynamic dimensions."""
     if not isinstance(t, TensorType):
-        raise ValueError(f"expected a ranked tensor type, found {t}")
+        raise FusebindValueError(f"expected a ranked tensor type, found {t}")
     return tuple(None if d == DYNAMIC_INDEX or d < 0 else d for d in t.get_shape())
 
 
 def elem_of(t: Attribute) -> str:
     """The element type name of a tensor type."""
     if not isinstance(t, TensorType):
-        raise ValueError(f"expected a ranked tensor type, found {t}")
+        raise FusebindValueError(f"expected a ranked tensor type, found {t}")
     return element_type_name(t.element_type)
 
 

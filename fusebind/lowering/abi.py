@@ -18,6 +18,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from fusebind.dialect.errors import FusebindTypeError, FusebindValueError
+
 
 class DType(enum.Enum):
     """An element type a kernel reads or writes."""
@@ -39,7 +41,7 @@ class DType(enum.Enum):
             except ValueError:
                 pass
         names = ", ".join(d.value for d in cls)
-        raise ValueError(f"unknown dtype {value!r}: expected one of {names}")
+        raise FusebindValueError(f"unknown dtype {value!r}: expected one of {names}")
 
     @classmethod
     def from_numpy(cls, dtype: Any) -> "DType":
@@ -49,7 +51,7 @@ class DType(enum.Enum):
             if _NUMPY[member] == np_dtype:
                 return member
         names = ", ".join(str(v) for v in _NUMPY.values())
-        raise ValueError(f"numpy dtype {np_dtype} has no fusebind DType: supported are {names}")
+        raise FusebindValueError(f"numpy dtype {np_dtype} has no fusebind DType: supported are {names}")
 
     @property
     def numpy(self) -> np.dtype:
@@ -96,7 +98,7 @@ def parse_dtypes(dtypes: Iterable["DType | str"]) -> tuple[DType, ...]:
     """A dtype tuple from DTypes or names; a bare string is refused because
     "f32" would otherwise read as three one-letter names."""
     if isinstance(dtypes, (str, DType)):
-        raise TypeError(
+        raise FusebindTypeError(
             f"dtypes must be a sequence such as ('f32', 'f32'), got the single value {dtypes!r}"
         )
     return tuple(DType.parse(d) for d in dtypes)
@@ -107,7 +109,7 @@ def memref_descriptor(dtype: DType, rank: int) -> type[ctypes.Structure]:
     """The ctypes struct of a ranked memref descriptor:
     `{T* allocated; T* aligned; int64 offset; int64 sizes[r]; int64 strides[r]}`."""
     if rank < 0:
-        raise ValueError(f"memref rank must be >= 0, got {rank}")
+        raise FusebindValueError(f"memref rank must be >= 0, got {rank}")
     ptr = ctypes.POINTER(dtype.ctype)
     fields: list[tuple[str, Any]] = [("allocated", ptr), ("aligned", ptr), ("offset", ctypes.c_int64)]
     if rank:
@@ -130,7 +132,7 @@ class KernelSignature:
         object.__setattr__(self, "inputs", _operands(self.inputs, "inputs"))
         object.__setattr__(self, "outputs", _operands(self.outputs, "outputs"))
         if not self.outputs:
-            raise ValueError("KernelSignature needs at least one output: kernels write outputs in place")
+            raise FusebindValueError("KernelSignature needs at least one output: kernels write outputs in place")
 
     @property
     def dtypes(self) -> tuple[DType, ...]:
@@ -163,8 +165,8 @@ def _operands(values: Any, what: str) -> tuple[Operand, ...]:
         try:
             dtype, rank = item
         except (TypeError, ValueError):
-            raise TypeError(f"KernelSignature.{what}: each entry must be (dtype, rank), got {item!r}") from None
+            raise FusebindTypeError(f"KernelSignature.{what}: each entry must be (dtype, rank), got {item!r}") from None
         if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
-            raise ValueError(f"KernelSignature.{what}: rank must be an int >= 0, got {rank!r}")
+            raise FusebindValueError(f"KernelSignature.{what}: rank must be an int >= 0, got {rank!r}")
         out.append((DType.parse(dtype), rank))
     return tuple(out)

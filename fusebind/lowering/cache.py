@@ -58,6 +58,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fusebind.dialect.errors import FusebindValueError
+
 # The entry format. FBOBJ2: the hash covers the symbol line too (FBOBJ1 hashed the code only).
 MAGIC = b"FBOBJ2\n"
 # Bump when emit.py / pipeline.py change what a given key compiles to.
@@ -116,7 +118,7 @@ class ObjectCache:
 
     def path_of(self, key: str) -> Path:
         if self.directory is None:
-            raise ValueError("ObjectCache: the cache is disabled (FUSEBIND_CACHE=0); there is no path")
+            raise FusebindValueError("ObjectCache: the cache is disabled (FUSEBIND_CACHE=0); there is no path")
         return self.directory / f"{key}.o"
 
     def _vet(self, create: bool) -> Path | None:
@@ -155,7 +157,7 @@ class ObjectCache:
         if self.directory is None:
             return False
         if "\n" in entry.symbol:
-            raise ValueError(f"ObjectCache.put: the symbol {entry.symbol!r} contains a newline; "
+            raise FusebindValueError(f"ObjectCache.put: the symbol {entry.symbol!r} contains a newline; "
                              "an entry stores it on one line (kernel symbols are fb_ + alphanumerics)")
         tmp: str | None = None
         try:

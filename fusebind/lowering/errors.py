@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fusebind.dialect.errors import FusebindError
+from fusebind.dialect.errors import FusebindError, FusebindValueError
 
 STAGES = ("emit", "mlir-parse", "mlir-passes", "translate", "llvm-parse", "llvm-opt", "codegen", "load")
 
@@ -33,7 +33,7 @@ class LoweringError(FusebindError, RuntimeError):
 
     def __init__(self, stage: str, message: str, ir: str = "", reproducer: str = "") -> None:
         if stage not in STAGES:
-            raise ValueError(f"LoweringError: unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
+            raise FusebindValueError(f"LoweringError: unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
         self.stage = stage
         self.message = message
         self.ir = ir

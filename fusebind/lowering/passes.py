@@ -26,6 +26,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from fusebind.dialect.errors import FusebindValueError
 from fusebind.compiler.passes import register_pass, set_text_output
 from fusebind.lowering.errors import LoweringError
 
@@ -92,7 +93,7 @@ class DecomposeFusedPass(ModulePass):
         for region in reversed(_regions(op)):
             result = inline_region(region)
             if not result.inlined:
-                raise ValueError(result.diagnostic)
+                raise FusebindValueError(result.diagnostic)
 
 
 @register_pass
@@ -138,7 +139,7 @@ class LowerToLlvmPass(ModulePass):
         try:
             llvm_ir = lower_to_llvm_ir(text)
         except LoweringError as exc:
-            raise ValueError(f"{exc}") from None
+            raise FusebindValueError(f"{exc}") from None
         set_text_output(op, llvm_ir)
         for child in list(op.body.block.ops):
             child.detach()

@@ -68,6 +68,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from fusebind.dialect.errors import FusebindInternalError, FusebindTypeError, FusebindValueError
 from fusebind.compiler.cost import MACHINE_CHOICES, MachineModel
 
 #: Environment variable choosing the machine model (`default` or `measured`).
@@ -103,7 +104,7 @@ class CalibrationSizes:
                      "repeats"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"CalibrationSizes.{name} must be an int >= 1, got {value!r}")
+                raise FusebindValueError(f"CalibrationSizes.{name} must be an int >= 1, got {value!r}")
 
 
 # ----------------------------------------------------------------- the probes
@@ -158,7 +159,7 @@ def _probe(text: str, cache: Any) -> Any:
 def _best_per_call(fn: Callable[..., Any], args: tuple[Any, ...], calls: int, repeats: int) -> float:
     """Minimum over `repeats` batches of the mean seconds per call."""
     if fn(*args) is None:  # warm-up (first touch of the output); None: the thunk declined
-        raise RuntimeError("calibration kernel declined its arguments (thunk returned None)")
+        raise FusebindInternalError("calibration kernel declined its arguments (thunk returned None)")
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -368,13 +369,13 @@ class MachineCalibration:
         elif isinstance(choice, str):
             raw, where = choice.strip().lower(), f"machine={choice!r}"
         else:
-            raise TypeError(f"machine must be a MachineModel, 'default', 'measured' or None, "
+            raise FusebindTypeError(f"machine must be a MachineModel, 'default', 'measured' or None, "
                             f"got {type(choice).__name__}")
         if raw == "default":
             return MachineModel.default()
         if raw == "measured":
             return self.measured(env)
-        raise ValueError(f"fusebind: unknown machine model {where}; expected one of {', '.join(MACHINE_CHOICES)}")
+        raise FusebindValueError(f"fusebind: unknown machine model {where}; expected one of {', '.join(MACHINE_CHOICES)}")
 
 
 _PROCESS = MachineCalibration()

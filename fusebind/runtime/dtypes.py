@@ -13,6 +13,7 @@ import ctypes
 
 import numpy as np
 
+from fusebind.dialect.errors import FusebindValueError
 from fusebind.lowering.abi import DType, KernelSignature, Operand, memref_descriptor, parse_dtypes
 
 __all__ = ["DType", "KernelSignature", "Operand", "descriptor_for", "memref_descriptor", "parse_dtypes"]
@@ -26,7 +27,7 @@ def descriptor_for(array: np.ndarray) -> ctypes.Structure:
     itemsize = array.itemsize
     for stride in array.strides:
         if stride % itemsize:
-            raise ValueError(f"array strides {array.strides} are not multiples of its itemsize {itemsize}")
+            raise FusebindValueError(f"array strides {array.strides} are not multiples of its itemsize {itemsize}")
     data = ctypes.cast(array.ctypes.data, ctypes.POINTER(dtype.ctype))
     struct.allocated = data
     struct.aligned = data

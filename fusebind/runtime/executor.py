@@ -48,7 +48,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fusebind.dialect.errors import FusebindError
+from fusebind.dialect.errors import EntryError, FusebindError, FusebindValueError
 from fusebind.runtime import bindings as _bindings
 from fusebind.compiler.cost import MACHINE_CHOICES, MachineModel
 from fusebind.runtime.bindings import BindingTable, bindings_generation, global_bindings, parse_backend
@@ -174,14 +174,14 @@ class Executor:
         from fusebind.dialect.types import elem_of, numpy_dtype, shape_of
 
         if verify_action not in ("raise", "warn"):
-            raise ValueError(f"verify_action must be 'raise' or 'warn', got {verify_action!r}")
+            raise FusebindValueError(f"verify_action must be 'raise' or 'warn', got {verify_action!r}")
         self.module = module
         self.func = _pick_func(module, entry)
         self.name = name or self.func.sym_name.data
         self._optimize = optimize
         threads = _default_threads() if threads is None else int(threads)
         if threads < 1:
-            raise ValueError(f"threads must be >= 1 (or None for the CPU count), got {threads}")
+            raise FusebindValueError(f"threads must be >= 1 (or None for the CPU count), got {threads}")
         self._machine_choice = _check_machine_choice(machine)
         self.options = PlanOptions(backend=parse_backend(backend), verify=verify, verify_action=verify_action,
                                    threads=threads, static_kernels=static_kernels,
@@ -486,7 +486,7 @@ def _check_machine_choice(machine: Any) -> MachineModel | str | None:
         return machine
     if isinstance(machine, str) and machine.strip().lower() in MACHINE_CHOICES:
         return machine.strip().lower()
-    raise ValueError(f"fusebind: machine must be a MachineModel, None, or one of {', '.join(MACHINE_CHOICES)}; "
+    raise FusebindValueError(f"fusebind: machine must be a MachineModel, None, or one of {', '.join(MACHINE_CHOICES)}; "
                      f"got {machine!r}")
 
 
@@ -502,12 +502,12 @@ def _pick_func(module: Any, entry: str | None) -> Any:
     funcs = {op.sym_name.data: op for op in module.ops if isinstance(op, func_d.FuncOp) and op.body.blocks}
     if entry is not None:
         if entry not in funcs:
-            raise KeyError(f"fusebind: no function @{entry} in the module; it defines "
+            raise EntryError(f"fusebind: no function @{entry} in the module; it defines "
                            f"{', '.join('@' + n for n in funcs) or 'none'}")
         return funcs[entry]
     if len(funcs) == 1:
         return next(iter(funcs.values()))
     if "main" in funcs:
         return funcs["main"]
-    raise KeyError(f"fusebind: cannot choose an entry among {', '.join('@' + n for n in funcs) or 'no functions'}; "
+    raise EntryError(f"fusebind: cannot choose an entry among {', '.join('@' + n for n in funcs) or 'no functions'}; "
                    "pass entry='<name>'")

@@ -44,6 +44,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from fusebind.dialect.errors import FusebindInternalError
 from fusebind.compiler.context import DEFAULT_MAX_REGION_OPS, OptimizationContext
 from fusebind.compiler.cost import MachineModel
 from fusebind.compiler.fusion_passes import machine_with, print_remarks, replace_module_body
@@ -246,7 +247,7 @@ class JitCompiler:
         todo: list[tuple[str, WorkItem]] = []
         with self._lock:
             if self._closed:
-                raise RuntimeError(f"{type(self).__name__} is closed; create a new one to compile more regions")
+                raise FusebindInternalError(f"{type(self).__name__} is closed; create a new one to compile more regions")
             for item in work_order:
                 key = _key_of(item)
                 if key in self.records:

@@ -27,7 +27,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from fusebind.dialect.errors import FusebindError
+from fusebind.dialect.errors import FusebindError, FusebindTypeError
 from fusebind.runtime.dtypes import KernelSignature
 
 
@@ -172,7 +172,7 @@ class Kernel:
         """Call with one memref descriptor (struct or pointer) per operand."""
         expected = len(self.signature.inputs) + len(self.signature.outputs)
         if len(descriptors) != expected:
-            raise TypeError(f"kernel {self.source} takes {expected} memref descriptors, got {len(descriptors)}")
+            raise FusebindTypeError(f"kernel {self.source} takes {expected} memref descriptors, got {len(descriptors)}")
         guard = self.guard
         if guard is not None:
             guard.clear()

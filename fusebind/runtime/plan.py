@@ -83,7 +83,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fusebind.dialect.errors import FusebindError, UnsupportedOperation
+from fusebind.dialect.errors import FusebindError, FusebindInternalError, UnsupportedOperation
 from fusebind.compiler.cost import (
     UNKNOWN_COST,
     Cost,
@@ -367,7 +367,7 @@ class _Builder:
                     o = alloc(env)
                     if fn(*[env[i] for i in ins], o) is None:  # e.g. a non-contiguous view: convert
                         if fn(*[_contig(np.asarray(env[i])) for i in ins], o) is None:
-                            raise RuntimeError(f"fusebind internal error: the call thunk refused the operands of "
+                            raise FusebindInternalError(f"fusebind internal error: the call thunk refused the operands of "
                                                f"{op.name}")
                     env[out] = o
                 return run_thunk
@@ -610,7 +610,7 @@ class _ThunkStep:
         if self.chunks == 1:
             if self.thunk.function(*ins, *outs) is None:  # e.g. a non-contiguous input
                 if self.thunk.function(*(_contig(np.asarray(a)) for a in ins), *outs) is None:
-                    raise RuntimeError(f"fusebind internal error: the call thunk refused validated operands "
+                    raise FusebindInternalError(f"fusebind internal error: the call thunk refused validated operands "
                                        f"{[(np.asarray(a).dtype, np.shape(a)) for a in ins]}")
             return
         arrays = [*(_contig(np.asarray(a)) for a in ins), *outs]
@@ -622,7 +622,7 @@ class _ThunkStep:
         ok = fn(*chunks[0]) is not None
         ok = all([f.result() is not None for f in futures]) and ok
         if not ok:
-            raise RuntimeError("fusebind internal error: the call thunk refused a chunk of a split call")
+            raise FusebindInternalError("fusebind internal error: the call thunk refused a chunk of a split call")
 
 
 class _GuardedStep:

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Collection, Sequence
 
-from fusebind.dialect.errors import FusebindError
+from fusebind.dialect.errors import FusebindError, FusebindTypeError
 from fusebind.compiler.catalog import RUNTIME_FUSED_BASE, static_kernel_op
 from fusebind.compiler.cost import Cost, cheaper
 from fusebind.runtime.bindings import BindingKey, BindingRow, BindingTable
@@ -145,7 +145,7 @@ def binding_key_of(node: Any, fused_id: int | None = None) -> BindingKey | None:
         return None if op is None else BindingKey.static(op)
     kind = getattr(node, "KIND", None)
     if kind is None:
-        raise TypeError(f"compile_one: {node.name} is neither a prim op nor a fused.region")
+        raise FusebindTypeError(f"compile_one: {node.name} is neither a prim op nor a fused.region")
     return BindingKey.static(kind)
 
 

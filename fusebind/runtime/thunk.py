@@ -42,7 +42,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from fusebind.dialect.errors import FusebindError
+from fusebind.dialect.errors import FusebindError, FusebindValueError
 from fusebind.runtime.dtypes import DType, KernelSignature
 
 #: numpy type numbers (stable since numpy 1.0), per DType on LP64 Linux.
@@ -277,7 +277,7 @@ class ThunkCall:
         sig = kernel.signature
         operands = [*sig.inputs, *sig.outputs]
         if len(expected) != len(operands) or any(len(e) != r for e, (_, r) in zip(expected, operands)):
-            raise ValueError(f"ThunkCall: expected dims {[list(e) for e in expected]} do not fit the kernel "
+            raise FusebindValueError(f"ThunkCall: expected dims {[list(e) for e in expected]} do not fit the kernel "
                              f"signature {sig}")
         thunk = thunk_for(sig)
         self.kernel = kernel

@@ -53,3 +53,23 @@ def test_user_errors_keep_the_builtin_numpy_would_raise(cls: type, builtin: type
 def test_axis_error_keeps_its_message() -> None:
     err = fb.FusebindAxisError("fusebind: axis 3 is out of bounds for an array of dimension 2")
     assert str(err) == "fusebind: axis 3 is out of bounds for an array of dimension 2"
+
+
+def test_bad_jit_options_are_fusebind_errors() -> None:
+    x = np.ones(4, np.float32)
+    with pytest.raises(fb.FusebindValueError, match="threads must be >= 1"):
+        fb.jit(lambda a: a + 1, threads=0)(x)
+    with pytest.raises(fb.FusebindValueError, match="verify_action must be 'raise' or 'warn'"):
+        fb.jit(lambda a: a + 1, verify_action="ignore")(x)
+
+
+def test_a_wrong_entry_on_the_executor_is_an_entry_error() -> None:
+    from fusebind.dialect import parse_module
+    from fusebind.runtime.executor import Executor
+
+    m = parse_module("func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+                     "  %b = prim.exp %a : tensor<4xf32> -> tensor<4xf32>\n  func.return %b : tensor<4xf32>\n}")
+    with pytest.raises(fb.EntryError) as info:
+        Executor(m, "g")
+    assert isinstance(info.value, KeyError)
+    assert str(info.value) == "fusebind: no function @g in the module; it defines @f"
