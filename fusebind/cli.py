@@ -336,7 +336,8 @@ def run_entry(program: Program, entry: str, args: argparse.Namespace, progress: 
     for record in executor.compiler.records.values():
         verb = "bound as catalog id" if 0 < record.fused_id < RUNTIME_FUSED_BASE else "adopted as id"
         status = f"{verb} {record.fused_id}" if not record.error else f"FAILED ({record.error})"
-        progress(f"  @{record.name}: {status} in {record.seconds * 1e3:.0f} ms")
+        how = "loaded from the object cache" if record.from_cache else "compiled"
+        progress(f"  @{record.name}: {status}, {how} in {record.seconds * 1e3:.0f} ms")
     progress(f"run @{entry}")
     outs = _outputs(compiled(*arrays))
     progress(f"check @{entry} against the reference interpreter")

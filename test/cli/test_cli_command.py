@@ -312,6 +312,11 @@ def test_console_script_progress_and_exit_code() -> None:
     assert "parse examples/chain.mlir" in proc.stderr
     assert "compile region @" in proc.stderr and "adopted as id" in proc.stderr
     assert "result: PASS" in proc.stdout
+    # a second run in a fresh process finds every kernel in the object cache, and says so
+    again = _run([script, "examples/chain.mlir", "--entry", "chain", "--repeat", "1"])
+    assert again.returncode == 0, again.stderr
+    kernel_lines = [ln for ln in again.stderr.splitlines() if "adopted as id" in ln]
+    assert kernel_lines and all("loaded from the object cache" in ln for ln in kernel_lines), again.stderr
     bad = _run([script, "missing.mlir"])
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.strip().splitlines()[-1] == (
