@@ -13,13 +13,15 @@ For the reduced axes A of the iteration space S and k = max(A):
   axes is a partial sum of its own;
 - along k, when k is the innermost axis and the body vectorizes ("vector" mode): blocks
   in which no lane accumulator adds more than LANE_CHAIN (16) values whatever the
-  interleave count IC LLVM picks (16 * VF elements), or LIGHT_LANE_CHAIN (32) for light
-  bodies, where IC is the maximum 4 (32 * VF * 4: 1024 float32 on AVX2); then the rest
+  interleave count IC LLVM picks (16 * VF elements); light bodies, where IC is the
+  maximum 4, get 4 times longer blocks, and for f32 partials LIGHT_LANE_CHAIN (32) values
+  per lane (32 * VF * 4: 1024 float32 on AVX2); then the rest
   that is a multiple of 4 * VF (so LLVM's vector loop leaves no scalar remainder to chain
   onto a lane); then the last < 4 * VF elements: float32 sums them in f64, float64 in
   blocks of 8;
 - otherwise ("chain" mode: k is not innermost, e.g. column sums vectorized across the
-  output, or a body with a scalar libm call): blocks of CHAIN_BLOCK (16) indices along k;
+  output, or a body with a scalar libm call): blocks of 16 indices along k, 32 from a
+  reduced length of 512 and 64 from 2^17 (CHAIN_BLOCKS; f64 partials half that);
 - each block sums into a fresh partial (f32 for f16/f32 results, f64 for f64), folded
   into the total: f32 partials by an f64 add (2^-53 per fold), f64 partials by Neumaier's
   compensated add (total W, compensation C).
@@ -42,13 +44,18 @@ from fusebind.lowering.emit import (_ELEMENT_BYTES, Dim, _ints, _kind, _op_attr,
 from fusebind.lowering.exprs import Expr, build, leaves
 from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder, is_float
 
-#: Indices per partial in chain mode: a partial adds at most this many values in sequence.
-CHAIN_BLOCK = 16
+#: Indices per partial in chain mode (a partial adds them in sequence), by the least n (the
+#: reduced length) that allows them: (n at least, f32 partials, f64 partials). A chain of c
+#: values costs c - 1 roundings, +1 for the final one (+2 for the compensated f64 total),
+#: within 4 log2(n) (docs/REDUCTIONS.md).
+CHAIN_BLOCKS = ((1 << 17, 64, 32), (1 << 9, 32, 16), (0, 16, 8))
 #: Values one lane accumulator adds per block in vector mode, whatever LLVM's interleave
 #: count (IC >= 1): blocks of 16 * VF elements.
 LANE_CHAIN = 16
-#: The same for light bodies, where IC = MAX_INTERLEAVE: blocks of 32 * VF * 4 elements.
-#: Both keep the rounding count within the bound at every n (docs/REDUCTIONS.md).
+#: The same for light bodies with f32 partials, where IC = MAX_INTERLEAVE: blocks of
+#: 32 * VF * 4 elements (1024 float32 on AVX2). f64 partials keep LANE_CHAIN (their
+#: compensated fold costs two roundings more). Each keeps the rounding count within the
+#: bound at every n (docs/REDUCTIONS.md).
 LIGHT_LANE_CHAIN = 32
 #: Scalar ops (no calls) in a "light" body: LLVM keeps MAX_INTERLEAVE accumulators for it
 #: (its interleave count for a vectorized reduction is limited by register pressure only),
@@ -131,8 +138,8 @@ class _Blocked:
         body = self._trial_body()
         self.vector = self.k == self.rank - 1 and not any(_scalar_call(line) for line in body)
         self.light = self.vector and len(body) <= LIGHT_BODY_OPS and not any("call" in line for line in body)
-        self.block = (LIGHT_LANE_CHAIN * vf * MAX_INTERLEAVE if self.light else LANE_CHAIN * vf) \
-            if self.vector else CHAIN_BLOCK
+        chain = LIGHT_LANE_CHAIN if self.part_elem == "f32" else LANE_CHAIN
+        self.block = (chain * vf * MAX_INTERLEAVE if self.light else LANE_CHAIN * vf) if self.vector else 0
         self.grain = MAX_INTERLEAVE * vf
 
     def _trial_body(self) -> list[str]:
@@ -203,10 +210,13 @@ class _Blocked:
 
     def _along_k(self, spec: dict[int, tuple[Dim, Dim]], state: State) -> State:
         n = self.S[self.k]
+        if not self.vector:
+            size = self._chain_block(n)
+            main_end = self._ix("muli", self._ix("divui", n, size), size)
+            state = self._blocks(spec, state, 0, main_end, size)
+            return self._part_at(spec, state, main_end, self._ix("subi", n, main_end))
         main_end = self._ix("muli", self._ix("divui", n, self.block), self.block)
         state = self._blocks(spec, state, 0, main_end, self.block)
-        if not self.vector:
-            return self._part_at(spec, state, main_end, self._ix("subi", n, main_end))
         tail = self._ix("remui", self._ix("subi", n, main_end), self.grain)
         tail_at = self._ix("subi", n, tail)
         state = self._part_at(spec, state, main_end, self._ix("subi", tail_at, main_end))
@@ -216,9 +226,24 @@ class _Blocked:
         state = self._blocks(spec, state, tail_at, eights, 8)
         return self._part_at(spec, state, eights, self._ix("subi", n, eights))
 
-    def _blocks(self, spec: dict[int, tuple[Dim, Dim]], state: State, lo: Dim, hi: Dim, size: int) -> State:
+    def _chain_block(self, n: Dim) -> Dim:
+        """Chain mode's indices per partial for the reduced length `n` (chosen at run time when
+        `n` is dynamic): longer chains only where the bound allows them."""
+        col = 1 if self.part_elem == "f32" else 2
+        if isinstance(n, int):
+            return next(row[col] for row in CHAIN_BLOCKS if n >= row[0])
+        size = self._index(CHAIN_BLOCKS[-1][col])
+        for row in reversed(CHAIN_BLOCKS[:-1]):
+            big = self.em.fresh("cb")
+            self.em.lines.append(f"{big} = arith.cmpi uge, {n}, {self._index(row[0])} : index")
+            pick = self.em.fresh("cb")
+            self.em.lines.append(f"{pick} = arith.select {big}, {self._index(row[col])}, {size} : index")
+            size = pick
+        return size
+
+    def _blocks(self, spec: dict[int, tuple[Dim, Dim]], state: State, lo: Dim, hi: Dim, size: Dim) -> State:
         """Partials of `size` elements along k over [lo, hi) (a multiple of `size` long)."""
-        if isinstance(lo, int) and isinstance(hi, int):
+        if isinstance(lo, int) and isinstance(hi, int) and isinstance(size, int):
             count = (hi - lo) // size
             if count <= 0:
                 return state
@@ -428,7 +453,7 @@ class _Blocked:
         em.lines.append("}")
         return {k: (f"{res}#{i}" if len(keys) > 1 else res) for i, k in enumerate(keys)}
 
-    def _loop(self, lo: Dim, hi: Dim, step: int, state: State,
+    def _loop(self, lo: Dim, hi: Dim, step: Dim, state: State,
               body: Callable[[str, State], State]) -> State:
         """`scf.for` carrying `state`; `body(iv, state)` emits one iteration."""
         em = self.em
@@ -437,7 +462,7 @@ class _Blocked:
         iv, res = em.fresh("b"), em.fresh("l")
         carried = {k: em.fresh("it") for k in keys}
         head = f"{res}:{len(keys)}" if len(keys) > 1 else res
-        em.lines.append(f"{head} = scf.for {iv} = {self._index(lo)} to {self._index(hi)} step {em.index(step)} "
+        em.lines.append(f"{head} = scf.for {iv} = {self._index(lo)} to {self._index(hi)} step {self._index(step)} "
                         f"iter_args({', '.join(f'{carried[k]} = {state[k]}' for k in keys)}) "
                         f"-> ({', '.join(types)}) {{")
         new = body(iv, carried)
