@@ -212,19 +212,22 @@ class _Blocked:
         n = self.S[self.k]
         if not self.vector:
             size = self._chain_block(n)
+            if not isinstance(n, int):  # one loop; its last partial is the short one
+                return self._blocks(spec, state, 0, n, size, ragged=True)
             main_end = self._ix("muli", self._ix("divui", n, size), size)
             state = self._blocks(spec, state, 0, main_end, size)
             return self._part_at(spec, state, main_end, self._ix("subi", n, main_end))
-        main_end = self._ix("muli", self._ix("divui", n, self.block), self.block)
-        state = self._blocks(spec, state, 0, main_end, self.block)
-        tail = self._ix("remui", self._ix("subi", n, main_end), self.grain)
+        tail = self._ix("remui", n, self.grain)
         tail_at = self._ix("subi", n, tail)
-        state = self._part_at(spec, state, main_end, self._ix("subi", tail_at, main_end))
+        if isinstance(n, int):
+            main_end = (n // self.block) * self.block
+            state = self._blocks(spec, state, 0, main_end, self.block)
+            state = self._part_at(spec, state, main_end, tail_at - main_end)
+        else:  # one loop (one copy of the body to compile): blocks, the last one shorter
+            state = self._blocks(spec, state, 0, tail_at, self.block, ragged=True)
         if not self.compensated:
             return self._part_at(spec, state, tail_at, tail, wide=True)
-        eights = self._ix("subi", n, self._ix("remui", tail, 8))
-        state = self._blocks(spec, state, tail_at, eights, 8)
-        return self._part_at(spec, state, eights, self._ix("subi", n, eights))
+        return self._blocks(spec, state, tail_at, n, 8, ragged=True)
 
     def _chain_block(self, n: Dim) -> Dim:
         """Chain mode's indices per partial for the reduced length `n` (chosen at run time when
@@ -241,17 +244,25 @@ class _Blocked:
             size = pick
         return size
 
-    def _blocks(self, spec: dict[int, tuple[Dim, Dim]], state: State, lo: Dim, hi: Dim, size: Dim) -> State:
-        """Partials of `size` elements along k over [lo, hi) (a multiple of `size` long)."""
+    def _blocks(self, spec: dict[int, tuple[Dim, Dim]], state: State, lo: Dim, hi: Dim, size: Dim,
+                ragged: bool = False) -> State:
+        """Partials of `size` elements along k over [lo, hi): a multiple of `size` long, or with
+        `ragged` any length, the last partial taking what is left (`min(size, hi - b)`)."""
         if isinstance(lo, int) and isinstance(hi, int) and isinstance(size, int):
-            count = (hi - lo) // size
+            count = -(-(hi - lo) // size) if ragged else (hi - lo) // size
             if count <= 0:
                 return state
             if count == 1 or (self.light and count <= STRAIGHT_BLOCKS):
                 for i in range(count):
-                    state = self._part({**spec, self.k: (lo + i * size, size)}, state)
+                    at = lo + i * size
+                    state = self._part({**spec, self.k: (at, min(size, hi - at))}, state)
                 return state
-        return self._loop(lo, hi, size, state, lambda iv, st: self._part({**spec, self.k: (iv, size)}, st))
+
+        def body(iv: str, st: State) -> State:
+            length = self._ix("minui", size, self._ix("subi", hi, iv)) if ragged else size
+            return self._part({**spec, self.k: (iv, length)}, st)
+
+        return self._loop(lo, hi, size, state, body)
 
     def _part_at(self, spec: dict[int, tuple[Dim, Dim]], state: State, at: Dim, size: Dim,
                  wide: bool = False) -> State:
@@ -430,7 +441,7 @@ class _Blocked:
         """Index arithmetic, folded when both sides are static."""
         if isinstance(a, int) and isinstance(b, int):
             return {"addi": int.__add__, "subi": int.__sub__, "muli": int.__mul__, "divui": int.__floordiv__,
-                    "remui": int.__mod__}[op](a, b)
+                    "remui": int.__mod__, "minui": min}[op](a, b)
         name = self.em.fresh("n")
         self.em.lines.append(f"{name} = arith.{op} {self._index(a)}, {self._index(b)} : index")
         return name
