@@ -274,6 +274,10 @@ def call_key(args: Sequence[Any], names: Callable[[], list[str]], fn_name: str) 
     arguments, nested jit) and ArgumentError for unsupported dtypes."""
     from fusebind.api.trace import SUPPORTED, Tracer
 
+    # the common call, every argument an ndarray of a supported dtype: one pass, no per-kind checks
+    fast_key = tuple([(a.shape, a.dtype) for a in args if type(a) is np.ndarray])
+    if len(fast_key) == len(args) and all(dt in SUPPORTED for _, dt in fast_key):
+        return fast_key, list(args)
     key: list[Any] = []
     arrays: list[Any] = []
     for i, a in enumerate(args):
