@@ -28,6 +28,7 @@ import numpy as np
 from fusebind.dialect import parse_module
 from fusebind.lowering import ObjectCache, decompose_region
 from fusebind.runtime.dtypes import descriptor_for
+from fusebind.runtime.kernel import Kernel
 
 
 def _t(shape: tuple[int, ...]) -> str:
@@ -146,7 +147,7 @@ def compile_kernel(text: str, cache: ObjectCache):  # type: ignore[no-untyped-de
     t0 = time.perf_counter()
     d = decompose_region(region, cache=cache)
     t1 = time.perf_counter()
-    k = d.load()
+    k = Kernel.from_decomposition(d)
     t2 = time.perf_counter()
     return k, d, {**d.timings, "decompose-total": t1 - t0, "load": t2 - t1}
 
@@ -258,7 +259,8 @@ for text in [relu_fma(100000), softmax(128, 1024)]:
     region = next(op for op in parse_module(text).walk() if op.name == "fused.region")
     t = time.perf_counter()
     d = decompose_region(region)
-    k = d.load()
+    from fusebind.runtime.kernel import Kernel
+    k = Kernel.from_decomposition(d)
     res.append((time.perf_counter() - t, d.from_cache))
 print(t1 - t0, res[0][0], res[0][1], res[1][0], res[1][1], "mlir" in sys.modules)
 """

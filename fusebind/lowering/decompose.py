@@ -25,11 +25,10 @@ class Decomposition:
     """What lowering makes of one region: the composed cost and the kernel's object code.
 
     `signature` is a `KernelSignature` (`fusebind.lowering.abi`, re-exported by
-    `fusebind.runtime.dtypes`). `load()` JIT-links the code into a runtime `Kernel`:
-    a convenience for the runtime, the one place lowering reaches up (lazily, only
-    when called; decomposing never imports `fusebind.runtime`). The loaded kernel
-    carries `compiled_shapes` (`shapes`), so adoption can refuse it for a region
-    of other shapes and cap its row to these.
+    `fusebind.runtime.dtypes`). Lowering stops at object code: the runtime
+    links it (`fusebind.runtime.kernel.Kernel.from_decomposition`), and the
+    kernel keeps `shapes` as its `compiled_shapes`, so adoption can refuse it
+    for a region of other shapes and cap its row to these.
     """
 
     cost: Any
@@ -45,18 +44,6 @@ class Decomposition:
         """The shapes the code was compiled for, inputs then outputs (None = a
         dim read from the descriptor at run time)."""
         return tuple(tuple(s.shape) for s in (*self.emitted.inputs, *self.emitted.outputs))
-
-    def load(self) -> Any:
-        from fusebind.runtime.kernel import Kernel
-
-        try:
-            kernel = Kernel.from_object(self.object_code, self.symbol, signature=self.signature)
-        except Exception as exc:  # loader errors become the one pipeline error type
-            raise LoweringError("load", f"{type(exc).__name__}: {exc}") from exc
-        # Kernel has no field for it (it also wraps C code that knows no shapes); the
-        # fresh object is ours to tag, and the runtime reads it with compiled_shapes_of.
-        object.__setattr__(kernel, "compiled_shapes", self.shapes)
-        return kernel
 
 
 def kernel_signature(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]) -> KernelSignature:

@@ -146,12 +146,13 @@ def _probe(text: str, cache: Any) -> Any:
     from fusebind.dialect import parse_module
     from fusebind.dialect.fused import RegionOp
     from fusebind.lowering import decompose_region
+    from fusebind.runtime.kernel import Kernel
     from fusebind.runtime.thunk import ANY_DIM, ThunkCall
 
     module = parse_module(text)
     region = next(op for op in module.walk() if isinstance(op, RegionOp))
     decomposition = decompose_region(region, None, dynamic=True, cache=cache)
-    kernel = decomposition.load()
+    kernel = Kernel.from_decomposition(decomposition)
     operands = len(region.operands) + len(region.results)
     return ThunkCall(kernel, [[ANY_DIM]] * operands).function
 

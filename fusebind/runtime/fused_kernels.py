@@ -25,7 +25,7 @@ the plan and `compile_one` read them from the resolved row:
 
 Kernels must fit what they are bound for. Adoption checks the kernel's
 signature against the region (dtypes and ranks, inputs then outputs) and, for
-a kernel that knows the shapes it was compiled for (`Decomposition.load()`
+a kernel that knows the shapes it was compiled for (`Kernel.from_decomposition`
 sets `compiled_shapes`; read it with `compiled_shapes_of`), those shapes too;
 every binder adds the caps those shapes imply (`compiled_shape_caps`), so a
 kernel compiled for 1024 elements never resolves for a 4096-element region
@@ -118,7 +118,7 @@ def shape_cap_fits(cap: str, shapes: Iterable[Iterable[int | None]]) -> bool:
 
 def compiled_shapes_of(kernel: Kernel) -> tuple[tuple[int | None, ...], ...] | None:
     """The shapes a kernel was compiled for (inputs then outputs, None = a
-    dynamic dim), when it says so: kernels loaded by `Decomposition.load()`
+    dynamic dim), when it says so: kernels made by `Kernel.from_decomposition`
     carry them as `compiled_shapes`. None for kernels without that knowledge
     (C code, ctypes callbacks): their dims are the binder's responsibility."""
     shapes = getattr(kernel, "compiled_shapes", None)
@@ -227,7 +227,7 @@ def adopt_runtime_fused(
     The kernel must fit the region: its signature lists, inputs then outputs,
     the region's element types and ranks (else `BindingError` naming the first
     difference). A kernel that knows the shapes it was compiled for
-    (`Decomposition.load()`: `compiled_shapes_of`) must fit the region's
+    (`Kernel.from_decomposition`: `compiled_shapes_of`) must fit the region's
     shapes too (a kernel compiled for 1024 elements is refused for a
     4096-element region), and the row gets the caps they imply
     (`compiled_shape_caps`: `CAP_SHAPE_DYNAMIC` or `shape_cap(...)`), so it

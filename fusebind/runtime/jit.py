@@ -52,6 +52,7 @@ from fusebind.compiler.optimize import OptimizeResult, WorkItem, optimize_graph
 from fusebind.compiler.passes import register_pass
 from fusebind.runtime.bindings import global_bindings
 from fusebind.runtime.calibrate import machine_model
+from fusebind.runtime.kernel import Kernel
 from fusebind.compiler.catalog import RUNTIME_FUSED_BASE, static_kernel_op
 from fusebind.runtime.fused_kernels import (
     CAP_SHAPE_DYNAMIC,
@@ -321,7 +322,7 @@ class JitCompiler:
             if dynamic:
                 kwargs["dynamic"] = True
             decomp = run(item.region, list(item.dtypes), **kwargs)
-            kernel = decomp.load()
+            kernel = Kernel.from_decomposition(decomp)
             if static_id is not None:
                 bind_catalog_kernel(static_id, item.dtypes, self.backend, kernel, cost=decomp.cost, caps=caps)
                 fused_id = static_id

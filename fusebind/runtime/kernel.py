@@ -1,8 +1,8 @@
 """A callable kernel: a C function pointer, its signature, and its keep-alive.
 
 This module owns `Kernel` and its constructors (ctypes function, Python
-callable, shared library symbol, object code). A Kernel never decides where
-it is bound; the binding table does that.
+callable, shared library symbol, object code, a lowering `Decomposition`).
+A Kernel never decides where it is bound; the binding table does that.
 
 Python-callback kernels: ctypes swallows an exception raised inside a
 callback (it prints "Exception ignored on calling ctypes callback function"
@@ -19,16 +19,23 @@ them instead, or the exception is lost.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import gc
 import hashlib
 import os
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from fusebind.dialect.errors import FusebindError, FusebindTypeError
 from fusebind.runtime.dtypes import KernelSignature
+
+if TYPE_CHECKING:
+    from fusebind.lowering.decompose import Decomposition
+
+#: Shapes of a kernel's operands, inputs then outputs; None = a dim read at run time.
+Shapes = tuple[tuple[int | None, ...], ...]
 
 
 class KernelError(FusebindError, ValueError):
@@ -89,7 +96,9 @@ class Kernel:
     table deduplicates on; for a Python callback given to `from_ctypes`, the
     caller's pointer, while `function` calls the guard's trampoline);
     `keepalive` owns the code; `source` says where it came from; `guard` is
-    set for Python-callback kernels (`python_callback`).
+    set for Python-callback kernels (`python_callback`); `compiled_shapes`
+    are the shapes the code was compiled for (`from_decomposition`), None
+    for code that knows no shapes (C, ctypes, Python callables).
     """
 
     function: Any
@@ -100,6 +109,9 @@ class Kernel:
     #: the code is a Python callable behind a trampoline: call it only through
     #: `__call__`, which re-raises what it raised (see the module docstring).
     guard: CallbackGuard | None = field(default=None, repr=False)
+    #: inputs then outputs (None = a dynamic dim); adoption refuses the kernel
+    #: for a region of other static shapes and caps its row to these.
+    compiled_shapes: Shapes | None = None
 
     @property
     def python_callback(self) -> bool:
@@ -167,6 +179,22 @@ class Kernel:
         function = signature.cfunctype()(loaded.address)
         digest = hashlib.sha256(bytes(code)).hexdigest()[:16]
         return Kernel(function, signature, loaded.address, f"llvm:{digest}", loaded)
+
+    @staticmethod
+    def from_decomposition(decomposition: "Decomposition") -> "Kernel":
+        """JIT-link what lowering made of a region (`decompose_region`): its
+        object code, symbol and signature, keeping the shapes it was compiled
+        for as `compiled_shapes`. A loader failure is a `LoweringError` of
+        stage "load" (the pipeline's one error type), the loader's error its cause."""
+        from fusebind.lowering.errors import LoweringError
+        from fusebind.runtime.loader import ObjectLoadError
+
+        try:
+            kernel = Kernel.from_object(decomposition.object_code, decomposition.symbol,
+                                        signature=decomposition.signature)
+        except (ObjectLoadError, KernelError) as exc:
+            raise LoweringError("load", f"{type(exc).__name__}: {exc}") from exc
+        return dataclasses.replace(kernel, compiled_shapes=decomposition.shapes)
 
     def __call__(self, *descriptors: Any) -> None:
         """Call with one memref descriptor (struct or pointer) per operand."""

@@ -19,6 +19,7 @@ import pytest
 from fusebind.dialect import parse_module
 from fusebind.lowering import ObjectCache, decompose_region
 from fusebind.lowering.cache import MAGIC, STALE_TEMP_SECONDS, CacheWarning, CachedObject
+from fusebind.runtime.kernel import Kernel
 
 from lowering_helpers import REGION_MODULE, _region
 
@@ -112,10 +113,11 @@ def test_hit_in_a_new_process_does_not_import_mlir(tmp_path: Path) -> None:
         from fusebind.dialect import parse_module
         from fusebind.lowering import decompose_region
         from fusebind.runtime.dtypes import descriptor_for
+        from fusebind.runtime.kernel import Kernel
         module = parse_module({REGION_MODULE!r})
         region = next(op for op in module.walk() if op.name == "fused.region")
         d = decompose_region(region)
-        k = d.load()
+        k = Kernel.from_decomposition(d)
         a = np.arange(64, dtype=np.float32) - 32
         out = np.empty(64, np.float32)
         k(descriptor_for(a), descriptor_for(a), descriptor_for(a), descriptor_for(out))

@@ -27,6 +27,7 @@ from fusebind.lowering import cache as cache_mod
 from fusebind.lowering.cache import CacheWarning, CachedObject, _encode, default_cache, read_private_file
 from fusebind.compiler.cost import MachineModel
 from fusebind.runtime.calibrate import MachineCalibration, load_machine, machine_cache_path, machine_key, store_machine
+from fusebind.runtime.kernel import Kernel
 
 from lowering_helpers import REGION_MODULE, _region
 
@@ -43,7 +44,7 @@ def _run(decomposition: Any) -> np.ndarray:
     from fusebind.runtime.dtypes import descriptor_for
 
     out = np.empty(64, np.float32)
-    decomposition.load()(descriptor_for(A), descriptor_for(B), descriptor_for(C), descriptor_for(out))
+    Kernel.from_decomposition(decomposition)(descriptor_for(A), descriptor_for(B), descriptor_for(C), descriptor_for(out))
     return out
 
 

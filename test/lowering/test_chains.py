@@ -12,6 +12,7 @@ import pytest
 from fusebind.dialect import interpret, parse_module
 from fusebind.lowering import ObjectCache, decompose_region
 from fusebind.runtime.dtypes import descriptor_for
+from fusebind.runtime.kernel import Kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import bench_lowering as wl  # noqa: E402
@@ -33,7 +34,7 @@ def test_chain_matches_interpreter(name: str, make, shapes, ulps: int, object_ca
     module = parse_module(make())
     region = next(op for op in module.walk() if op.name == "fused.region")
     d = decompose_region(region, cache=object_cache)
-    kernel = d.load()
+    kernel = Kernel.from_decomposition(d)
     rng = np.random.default_rng(7)
     args = [rng.standard_normal(s).astype(np.float32) * 2 for s in shapes]
     want = interpret(module, *args)

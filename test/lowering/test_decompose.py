@@ -13,6 +13,7 @@ import pytest
 from fusebind.dialect import interpret, parse_module, print_module
 from fusebind.lowering import Decomposition, LoweringError, ObjectCache, decompose_region, inline_region
 from fusebind.lowering.pipeline import run_upstream_pipeline
+from fusebind.runtime.kernel import Kernel
 
 from lowering_helpers import REGION_MODULE, _region
 
@@ -33,7 +34,7 @@ def test_decompose_region_gives_cost_code_symbol_signature(object_cache: ObjectC
     assert d.symbol == "_mlir_ciface_fb_mul_add_relu"
     assert d.signature == KernelSignature(((DType.F32, 1),) * 3, ((DType.F32, 1),))
     assert d.object_code[:4] == b"\x7fELF"
-    kernel = d.load()
+    kernel = Kernel.from_decomposition(d)
     a, b, c = _args()
     out = np.empty(64, np.float32)
     kernel(descriptor_for(a), descriptor_for(b), descriptor_for(c), descriptor_for(out))

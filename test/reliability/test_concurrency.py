@@ -25,6 +25,7 @@ from conftest import expected, operands, region_of, region_text, run_kernel, run
 from fusebind.dialect import parse_module
 from fusebind.lowering import ObjectCache, decompose_region
 from fusebind.lowering.cache import _decode
+from fusebind.runtime.kernel import Kernel
 
 HERE = Path(__file__).resolve().parent
 
@@ -35,6 +36,7 @@ PROCESS_SCRIPT = textwrap.dedent("""
     from conftest import expected, operands, region_of, region_text, run_kernel
     from fusebind.dialect import parse_module
     from fusebind.lowering import ObjectCache, decompose_region
+    from fusebind.runtime.kernel import Kernel
     cache = ObjectCache(Path(sys.argv[2]))
     me = int(sys.argv[3])
     jobs = json.loads(sys.argv[4])
@@ -42,7 +44,7 @@ PROCESS_SCRIPT = textwrap.dedent("""
     for op, n in jobs:
         d = decompose_region(region_of(parse_module(region_text(n, op))), cache=cache)
         a, b = operands(n, seed=me)
-        ok = bool((run_kernel(d.load(), a, b, out_like=a) == expected(op, a, b)).all())
+        ok = bool((run_kernel(Kernel.from_decomposition(d), a, b, out_like=a) == expected(op, a, b)).all())
         report.append([op, n, d.from_cache, ok])
     print(json.dumps(report))
 """)
@@ -97,7 +99,7 @@ def test_threads_mixing_compile_cache_adopt_and_lookup(tmp_path: Path, isolated_
             text = region_text(n, op)
             region = region_of(parse_module(text))
             d = decompose_region(region, cache=cache)
-            kernel = d.load()
+            kernel = Kernel.from_decomposition(d)
             a, b = operands(n, seed=worker)
             if not np.array_equal(run_kernel(kernel, a, b, out_like=a), expected(op, a, b)):
                 bad.append(f"wrong values for {op} n={n} in worker {worker}")

@@ -139,11 +139,12 @@ def _adopt_wrong(kernel_text: str, n: int) -> None:
     from fusebind.dialect import parse_module
     from fusebind.lowering import decompose_region
     from fusebind.runtime.fused_kernels import adopt_runtime_fused
+    from fusebind.runtime.kernel import Kernel
 
     wrong = decompose_region(region_of(parse_module(kernel_text)))
     right_region = region_of(parse_module(region_text(n, "mul")))
     right = decompose_region(right_region)
-    adopt_runtime_fused("k", right_region, wrong.load(), ["f32"] * 3, "cpu", cost=right.cost)
+    adopt_runtime_fused("k", right_region, Kernel.from_decomposition(wrong), ["f32"] * 3, "cpu", cost=right.cost)
 
 
 def _rank2_sub(rows: int, cols: int) -> str:

@@ -25,6 +25,7 @@ from conftest import expected, operands, region_of, region_text, run_kernel, sca
 from fusebind.dialect import interpret, parse_module
 from fusebind.lowering import LoweringError, ObjectCache, decompose_region, emit_linalg, inline_region
 from fusebind.lowering.cache import CacheWarning, _decode
+from fusebind.runtime.kernel import Kernel
 
 
 def state_fingerprint() -> tuple[int, int, tuple[int, ...]]:
@@ -148,7 +149,7 @@ def test_every_truncation_or_bit_flip_of_an_entry_is_detected_and_rebuilt(tmp_pa
         rebuilt = _decompose(text, cache)
         assert not rebuilt.from_cache and rebuilt.object_code == first.object_code
         assert entry.read_bytes() == pristine  # rebuilt and overwritten
-    kernel = _decompose(text, cache).load()
+    kernel = Kernel.from_decomposition(_decompose(text, cache))
     np.testing.assert_array_equal(run_kernel(kernel, a, b, out_like=a), expected("sub", a, b))
 
 
@@ -195,7 +196,7 @@ def test_a_full_cache_disk_costs_only_the_cache(tiny_tmpfs: Path) -> None:
     assert [w.category for w in caught] == [CacheWarning] and "cannot write" in str(caught[0].message)
     assert not d1.from_cache and not d2.from_cache
     a, b = operands(40, seed=5)
-    np.testing.assert_array_equal(run_kernel(d1.load(), a, b, out_like=a), expected("max", a, b))
+    np.testing.assert_array_equal(run_kernel(Kernel.from_decomposition(d1), a, b, out_like=a), expected("max", a, b))
     leftovers = [p.name for p in (tiny_tmpfs / "cache").iterdir()] if (tiny_tmpfs / "cache").exists() else []
     assert leftovers == [], f"a failed write left files behind: {leftovers}"
     assert state_fingerprint() == before
@@ -222,7 +223,7 @@ def test_a_read_only_cache_mount_costs_only_the_cache(tmp_path: Path) -> None:
             _decompose(text, cache)
         assert [w.category for w in caught] == [CacheWarning] and "Read-only" in str(caught[0].message)
         a, b = operands(12, seed=6)
-        np.testing.assert_array_equal(run_kernel(d.load(), a, b, out_like=a), expected("min", a, b))
+        np.testing.assert_array_equal(run_kernel(Kernel.from_decomposition(d), a, b, out_like=a), expected("min", a, b))
         assert list(mnt.iterdir()) == []
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
@@ -244,7 +245,7 @@ def test_cache_files_are_owner_only_and_verified_before_loading(tmp_path: Path) 
     d = _decompose(text, cache)
     assert not d.from_cache
     a, b = operands(8, seed=7)
-    np.testing.assert_array_equal(run_kernel(d.load(), a, b, out_like=a), expected("add", a, b))
+    np.testing.assert_array_equal(run_kernel(Kernel.from_decomposition(d), a, b, out_like=a), expected("add", a, b))
 
 
 # --------------------------------------------------------------------------- killed writers

@@ -20,6 +20,7 @@ import pytest
 from conftest import LONG, expected, operands, region_of, region_text, run_kernel, scaled
 from fusebind.dialect import IRParseError, parse_module
 from fusebind.lowering import ObjectCache, decompose_region
+from fusebind.runtime.kernel import Kernel
 
 HERE = Path(__file__).resolve().parent
 
@@ -41,7 +42,7 @@ def rss_kib() -> int:
 def _cycle(i: int, cache: ObjectCache) -> None:
     n = 1000 + i  # a different kernel every time
     d = decompose_region(region_of(parse_module(region_text(n, "mul"))), cache=cache)
-    kernel = d.load()
+    kernel = Kernel.from_decomposition(d)
     a, b = operands(n, seed=i)
     np.testing.assert_array_equal(run_kernel(kernel, a, b, out_like=a), expected("mul", a, b))
     del kernel, d
@@ -70,16 +71,16 @@ def test_loading_one_cached_kernel_many_times_retains_a_bounded_amount(tmp_path:
     d = decompose_region(region_of(parse_module(region_text(64, "add"))), cache=cache)
     a, b = operands(64)
     for _ in range(5):
-        d.load()
+        Kernel.from_decomposition(d)
     gc.collect()
     start = rss_kib()
     loads = scaled(200, 5000)
     for _ in range(loads):
-        k = d.load()
+        k = Kernel.from_decomposition(d)
         del k
     gc.collect()
     grown = rss_kib() - start
-    np.testing.assert_array_equal(run_kernel(d.load(), a, b, out_like=a), expected("add", a, b))
+    np.testing.assert_array_equal(run_kernel(Kernel.from_decomposition(d), a, b, out_like=a), expected("add", a, b))
     assert grown <= loads * 16 + 4 * 1024, f"{loads} loads grew RSS by {grown} KiB"
 
 
@@ -178,7 +179,7 @@ def test_high_rank_small_shapes_compile_and_run() -> None:
 
     x = np.random.default_rng(0).standard_normal((2,) * 12).astype(np.float32)
     out = np.zeros_like(x)
-    d.load()(descriptor_for(x), descriptor_for(out))
+    Kernel.from_decomposition(d)(descriptor_for(x), descriptor_for(out))
     np.testing.assert_allclose(out, np.exp(x), rtol=1e-6)
 
 

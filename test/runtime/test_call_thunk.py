@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from fusebind.dialect import parse_module
+from fusebind.runtime.kernel import Kernel
 from fusebind.runtime.thunk import ANY_DIM, ThunkCall, thunk_ir
 
 FMA = """
@@ -29,7 +30,7 @@ def kernel(tmp_path_factory):
 
     region = next(iter(next(iter(parse_module(FMA).ops)).body.blocks[0].ops))
     dec = decompose_region(region, ["f32", "f32", "f32"], cache=ObjectCache(tmp_path_factory.mktemp("thunk")))
-    return dec.load()
+    return Kernel.from_decomposition(dec)
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +119,7 @@ def test_the_builtin_alone_keeps_its_kernel_alive(tmp_path) -> None:
     from fusebind.lowering import ObjectCache, decompose_region
 
     region = next(iter(next(iter(parse_module(FMA).ops)).body.blocks[0].ops))
-    kernel = decompose_region(region, ["f32", "f32", "f32"], cache=ObjectCache(tmp_path)).load()
+    kernel = Kernel.from_decomposition(decompose_region(region, ["f32", "f32", "f32"], cache=ObjectCache(tmp_path)))
     alive = weakref.ref(kernel)
     fn = ThunkCall(kernel, [(4, 8), (8,), (4, 8)]).function
     del kernel

@@ -18,6 +18,7 @@ from fusebind.runtime.fused_kernels import (
     shape_cap,
 )
 from fusebind.runtime.jit import JitCompiler, table_context
+from fusebind.runtime.kernel import Kernel
 from fusebind.runtime.testing import noop_kernel, simple_signature
 
 pytestmark = pytest.mark.usefixtures("isolated_bindings")
@@ -86,7 +87,7 @@ def test_the_plan_splits_only_rows_with_the_split_cap(cache, caps, splits) -> No
 
     # the same dynamic kernel either way: only the row's caps differ
     decomp = decompose_region(item.region, list(item.dtypes), cache=cache, dynamic=True)
-    fid = adopt_runtime_fused("fma", item.region, decomp.load(), item.dtypes, "cpu", cost=decomp.cost, caps=caps)
+    fid = adopt_runtime_fused("fma", item.region, Kernel.from_decomposition(decomp), item.dtypes, "cpu", cost=decomp.cost, caps=caps)
     f = fb.compile(text, cache=cache, threads=2)
     a, b, c = (np.random.default_rng(i).standard_normal(N).astype(np.float32) for i in range(3))
     (d,) = f.executor.plan_for([a, b, c]).decisions

@@ -20,6 +20,7 @@ from fusebind.runtime.fused_kernels import (
     shape_cap,
     shape_cap_fits,
 )
+from fusebind.runtime.kernel import Kernel
 from fusebind.runtime.resolve import KernelMiss, compile_one
 from fusebind.runtime.testing import noop_kernel, simple_signature
 
@@ -100,7 +101,7 @@ def test_a_row_of_other_ranks_bound_without_adoption_is_a_miss_and_arm0_runs(cac
     """register_runtime_kernel has no region to check against: compile_one
     declines the row, the region runs arm 0 (or a kernel the JIT compiles)."""
     region = _region("16")
-    fid = adopt_runtime_fused("k", region, decompose_region(region, cache=cache).load(), ["f32"] * 3, "cpu")
+    fid = adopt_runtime_fused("k", region, Kernel.from_decomposition(decompose_region(region, cache=cache)), ["f32"] * 3, "cpu")
     key = BindingKey.runtime_fused(fid)
     rank2 = noop_kernel(simple_signature(("f32", "f32", "f32"), rank=2))
     register_runtime_kernel(fid + 1, ["f32"] * 3, "cpu", rank2)
@@ -112,16 +113,20 @@ def test_a_row_of_other_ranks_bound_without_adoption_is_a_miss_and_arm0_runs(cac
 # ------------------------------------------------------------------ bug 11: the shapes
 
 
-def test_decomposition_load_carries_the_compiled_shapes(cache) -> None:
+def test_kernel_from_decomposition_carries_the_compiled_shapes(cache) -> None:
     static = decompose_region(_region("8"), cache=cache)
-    assert static.shapes == ((8,), (8,), (8,)) and compiled_shapes_of(static.load()) == ((8,), (8,), (8,))
+    kernel = Kernel.from_decomposition(static)
+    assert static.shapes == ((8,), (8,), (8,)) and compiled_shapes_of(kernel) == ((8,), (8,), (8,))
+    assert kernel.compiled_shapes == ((8,), (8,), (8,))  # a field of Kernel, set by its constructor
     dynamic = decompose_region(_region("8"), cache=cache, dynamic=True)
-    assert compiled_shapes_of(dynamic.load()) == ((None,), (None,), (None,))
+    assert compiled_shapes_of(Kernel.from_decomposition(dynamic)) == ((None,), (None,), (None,))
     assert compiled_shapes_of(noop_kernel()) is None  # C / ctypes code knows no shapes
+    assert noop_kernel().compiled_shapes is None
+    assert not hasattr(static, "load")  # lowering makes object code; the runtime links it
 
 
 def test_a_kernel_compiled_for_other_static_shapes_is_refused(cache) -> None:
-    small = decompose_region(_region("1024"), cache=cache).load()
+    small = Kernel.from_decomposition(decompose_region(_region("1024"), cache=cache))
     with pytest.raises(BindingError) as err:
         adopt_runtime_fused("k", _region("4096"), small, ["f32"] * 3, "cpu")
     assert f"the kernel {small.source} was compiled for shapes [1024, 1024, 1024] but the region's are " \
@@ -132,10 +137,10 @@ def test_a_kernel_compiled_for_other_static_shapes_is_refused(cache) -> None:
 
 def test_adoption_caps_the_row_to_the_compiled_shapes(cache) -> None:
     region = _region("64")
-    fid = adopt_runtime_fused("k", region, decompose_region(region, cache=cache).load(), ["f32"] * 3, "cpu")
+    fid = adopt_runtime_fused("k", region, Kernel.from_decomposition(decompose_region(region, cache=cache)), ["f32"] * 3, "cpu")
     (row,) = global_bindings().lookup(BindingKey.runtime_fused(fid), ["f32"] * 3, "cpu")
     assert row.caps == {shape_cap([(64,)] * 3)}
-    dyn = decompose_region(region, cache=cache, dynamic=True).load()
+    dyn = Kernel.from_decomposition(decompose_region(region, cache=cache, dynamic=True))
     dyn_fid = adopt_runtime_fused("k", _region("?"), dyn, ["f32"] * 3, "cpu")
     (row,) = global_bindings().lookup(BindingKey.runtime_fused(dyn_fid), ["f32"] * 3, "cpu")
     assert CAP_SHAPE_DYNAMIC in row.caps
@@ -145,9 +150,9 @@ def test_a_row_compiled_for_other_shapes_never_runs_for_a_region(cache) -> None:
     """A 1024-element kernel bound (without adoption's check) under the id of
     the 4096-element recipe: compile_one declines it, and the function returns
     the right values at every element."""
-    small = decompose_region(_region("1024"), cache=cache).load()
+    small = Kernel.from_decomposition(decompose_region(_region("1024"), cache=cache))
     big = _region("4096")
-    fid = adopt_runtime_fused("k", big, decompose_region(big, cache=cache).load(), ["f32"] * 3, "cpu")
+    fid = adopt_runtime_fused("k", big, Kernel.from_decomposition(decompose_region(big, cache=cache)), ["f32"] * 3, "cpu")
     register_runtime_kernel(fid + 7, ["f32"] * 3, "cpu", small)
     (row,) = global_bindings().lookup(BindingKey.runtime_fused(fid + 7), ["f32"] * 3, "cpu")
     assert row.caps == {shape_cap([(1024,)] * 3)}
@@ -169,3 +174,15 @@ def test_a_c_kernel_without_shapes_is_trusted_by_ranks_only() -> None:
     first, second = global_bindings().lookup(BindingKey.runtime_fused(fid), ["f32"] * 3, "cpu")
     assert first.kernel is capped and second.kernel is plain and second.caps == frozenset()
     assert compile_one(region, global_bindings(), "cpu", fused_id=fid).row is second
+
+
+def test_kernel_from_decomposition_reports_a_loader_failure_as_the_load_stage(cache) -> None:
+    import dataclasses
+
+    from fusebind.lowering import LoweringError
+    from fusebind.runtime.loader import ObjectLoadError
+
+    broken = dataclasses.replace(decompose_region(_region("8"), cache=cache), object_code=b"\x7fELF not an object")
+    with pytest.raises(LoweringError, match="ObjectLoadError") as info:
+        Kernel.from_decomposition(broken)
+    assert info.value.stage == "load" and isinstance(info.value.__cause__, ObjectLoadError)

@@ -12,6 +12,7 @@ import fusebind as fb
 from fusebind.dialect import parse_module
 from fusebind.lowering import ObjectCache, decompose_region
 from fusebind.runtime.fused_kernels import adopt_runtime_fused
+from fusebind.runtime.kernel import Kernel
 from fusebind.runtime.plan import FusedArmMismatchWarning
 
 pytestmark = pytest.mark.usefixtures("isolated_bindings")
@@ -40,7 +41,7 @@ def _adopt_wrong_kernel(tmp_path) -> None:
     cache = ObjectCache(tmp_path / "cache")
     wrong = decompose_region(_region("sub"), cache=cache)
     right = decompose_region(_region("mul"), cache=cache)
-    adopt_runtime_fused("k", _region("mul"), wrong.load(), ["f32"] * 3, "cpu", cost=right.cost)
+    adopt_runtime_fused("k", _region("mul"), Kernel.from_decomposition(wrong), ["f32"] * 3, "cpu", cost=right.cost)
 
 
 def _vectors(seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -90,7 +91,7 @@ def test_a_right_kernel_adopted_after_a_failed_one_runs_even_when_priced_higher(
         f(a, b)
     right = decompose_region(_region("mul"), cache=ObjectCache(tmp_path / "cache"))
     c = right.cost
-    adopt_runtime_fused("k", _region("mul"), right.load(), ["f32"] * 3, "cpu",
+    adopt_runtime_fused("k", _region("mul"), Kernel.from_decomposition(right), ["f32"] * 3, "cpu",
                         cost=CostEstimate(c.flops, c.bytes, c.ns * 1.5, "declared"))
     a2, b2 = _vectors(2)
     with warnings.catch_warnings():
