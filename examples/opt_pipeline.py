@@ -31,7 +31,7 @@ HEAD = 14
 
 def fusebind_opt(*args: str) -> subprocess.CompletedProcess[str]:
     """Run `fusebind-opt` with this interpreter (no PATH lookup needed)."""
-    code = "import sys; from fusebind.compiler.opt import main; sys.exit(main())"
+    code = "import sys; from fusebind.tools.opt import main; sys.exit(main())"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
 
 

@@ -20,7 +20,7 @@ import sys
 
 def check_one(data: bytes) -> None:
     """The front-door contract for one input; raises on a violation."""
-    from fusebind.compiler.opt import run_opt
+    from fusebind.tools.opt import run_opt
     from fusebind.dialect import FusebindIRError, parse_module
 
     text = data.decode("utf-8", errors="replace")
@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
         print("fuzz_parser: atheris is not installed (pip install atheris); skipping", file=sys.stderr)
         return 0
     with atheris.instrument_imports(include=["fusebind", "xdsl"]):
-        import fusebind.compiler.opt  # noqa: F401
+        import fusebind.tools.opt  # noqa: F401
         import fusebind.dialect  # noqa: F401
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
     atheris.Setup(argv, check_one)

@@ -3,12 +3,15 @@
 This module owns: `CostEstimate` (flops, bytes, ns, trust), the
 `UNKNOWN_COST` sentinel and the one comparison the rest of fusebind may use
 (`cheaper`), the `MachineModel` (bandwidth, flop rate, launch overhead; its
-documented `default()`, and `measure()`, which reaches the runtime's
-calibration by name), and the Layer-1 composition of a cost from IR (`compose_region_cost`,
-`compose_primitives_cost`).
+documented `default()`), and the Layer-1 composition of a cost from IR
+(`compose_region_cost`, `compose_primitives_cost`).
 
 It reads only IR, duck-typed: an op's `flops()` and the tensor types of its
-operands and results. It never imports the runtime, never runs a kernel.
+operands and results. It never imports the runtime, never runs a kernel, and
+never fetches a machine model: every price is made with the `MachineModel`
+value it is given. This machine's measured model is the runtime's
+(`fusebind.runtime.calibrate`); whoever needs it passes it in (`fusebind-opt`
+through `fusion_passes.FuseServices`, the runtime directly).
 
 Trust order: measured > declared > composed. An unknown cost is a sentinel,
 never zero: it is not equal to any estimate and it never wins `cheaper`.
@@ -16,12 +19,11 @@ never zero: it is not equal to any estimate and it never wins `cheaper`.
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
-from fusebind.dialect.errors import FusebindInternalError, FusebindTypeError, FusebindValueError
+from fusebind.dialect.errors import FusebindTypeError, FusebindValueError
 
 Trust = Literal["composed", "declared", "measured"]
 
@@ -139,12 +141,6 @@ def more_trusted(a: Cost, b: Cost) -> Cost:
 # --------------------------------------------------------------------------- machine
 
 
-#: `module:function` returning this machine's measured model (`() -> MachineModel`).
-#: The compiler never imports the runtime; `MachineModel.measure()` and
-#: `machine=measured` reach the runtime's calibration by name, like
-#: `fusion_passes.TABLE_GATE_PROVIDER` reaches the table gate.
-MACHINE_PROVIDER = "fusebind.runtime.calibrate:measured_machine"
-
 #: The machine models a pass option or `FUSEBIND_MACHINE` can name.
 MACHINE_CHOICES: tuple[str, ...] = ("default", "measured")
 
@@ -182,32 +178,6 @@ class MachineModel:
         Python (measured call overhead of a prepared plan is 0.42-0.5 us).
         Deterministic: `fusebind-opt` and `FUSEBIND_MACHINE=default` use it."""
         return MachineModel(bandwidth_bytes_per_s=20e9, flops_per_s=50e9, launch_ns=500.0, source="default")
-
-    @staticmethod
-    def measure() -> "MachineModel":
-        """This machine's measured model: calibrated with fusebind's own
-        compiled kernels by the runtime (`fusebind.runtime.calibrate`,
-        reached by name through `MACHINE_PROVIDER`), at most once per process
-        and cached on disk beside the object cache."""
-        module_name, _, attr = MACHINE_PROVIDER.partition(":")
-        try:
-            provider = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as err:
-            raise FusebindInternalError(
-                f"MachineModel.measure() needs the runtime's calibration {MACHINE_PROVIDER} ({err}); "
-                "use MachineModel.default() to price without the runtime"
-            ) from err
-        return provider()
-
-    @staticmethod
-    def named(name: str) -> "MachineModel":
-        """`"default"` -> `default()`, `"measured"` -> `measure()` (pass options)."""
-        key = name.strip().lower() if isinstance(name, str) else name
-        if key == "default":
-            return MachineModel.default()
-        if key == "measured":
-            return MachineModel.measure()
-        raise FusebindValueError(f"unknown machine model {name!r}; expected one of {', '.join(MACHINE_CHOICES)}")
 
     def roofline_ns(self, flops: float, nbytes: float) -> float:
         """Time bound by the slower of compute and memory, without launch."""

@@ -9,25 +9,25 @@ Options:
 - `remarks`: print every decision as `remark: ...` on stderr.
 - `backend`: the backend the gate asks about (`cpu`).
 - `machine`: `default` (the documented constants: deterministic output) or
-  `measured` (this machine, calibrated by the runtime and reached by name,
-  `cost.MACHINE_PROVIDER`, like the table gate below).
+  `measured` (this machine, calibrated by the runtime).
 - `launch-ns`, `gflops`: override that machine model (negative: keep its
   value), so lit tests can make fusion unprofitable.
 
-The compiler never imports the runtime. `gate=table` needs the table, so
-the pass reaches it the way the driver reaches plugin passes: by module
-name at run time (`TABLE_GATE_PROVIDER`), a function of the runtime that
-builds an `OptimizationContext` around the current snapshot and
-`fused_kernel_available_in`. `fuse-jit` lives in the runtime
+The compiler never imports the runtime, by statement or by name. What
+`gate=table` and `machine=measured` need from it comes in as a
+`FuseServices` value on the pass class (`FusePass.services`): the tools layer
+(`fusebind.tools.passes`), which may import every room, registers a
+`FusePass` subclass served by the runtime's table gate and calibration. This
+class alone serves `gate=all`/`gate=none` with the default machine, and
+refuses the rest with an error saying so. `fuse-jit` lives in the runtime
 (`fusebind.runtime.jit`), because it compiles and adopts kernels.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, Callable, ClassVar, TextIO
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -35,14 +35,50 @@ from xdsl.passes import ModulePass
 
 from fusebind.dialect.errors import FusebindInternalError, FusebindValueError
 from fusebind.compiler.context import DEFAULT_MAX_REGION_OPS, OptimizationContext
-from fusebind.compiler.cost import MachineModel
+from fusebind.compiler.cost import MACHINE_CHOICES, MachineModel
 from fusebind.compiler.optimize import OptimizeResult, optimize_graph
-from fusebind.compiler.passes import register_pass
-
-#: `module:function` building a table-gated context: `(backend, **options) -> OptimizationContext`.
-TABLE_GATE_PROVIDER = "fusebind.runtime.jit:table_context"
 
 GATES = ("table", "all", "none")
+
+#: `(backend, **options) -> OptimizationContext` gated by the binding table.
+TableContext = Callable[..., OptimizationContext]
+
+
+@dataclass(frozen=True)
+class FuseServices:
+    """What the fusion passes cannot make from IR, given by whoever registers them.
+
+    - `table_context(backend, **options)`: the context `gate=table` optimizes
+      in (the runtime's `jit.table_context`: the current snapshot, gated by
+      `fused_kernel_available_in`);
+    - `measured_machine()`: this machine's model for `machine=measured` (the
+      runtime's `calibrate.measured_machine`), asked only when named.
+    None: not available here; a pass option that needs it is refused by name.
+    """
+
+    table_context: TableContext | None = None
+    measured_machine: Callable[[], MachineModel] | None = None
+
+    def machine(self, name: str) -> MachineModel:
+        """The model a `machine=` option names: `default` or `measured`."""
+        key = name.strip().lower() if isinstance(name, str) else name
+        if key == "default":
+            return MachineModel.default()
+        if key == "measured":
+            if self.measured_machine is None:
+                raise FusebindInternalError(
+                    "machine=measured needs this machine's measured model, which this pass was not given; "
+                    "run it through fusebind-opt (fusebind.tools.opt) or use machine=default")
+            return self.measured_machine()
+        raise FusebindValueError(f"unknown machine model {name!r}; expected one of {', '.join(MACHINE_CHOICES)}")
+
+    def table(self, backend: str, **options: Any) -> OptimizationContext:
+        """The table-gated context (`gate=table`)."""
+        if self.table_context is None:
+            raise FusebindInternalError(
+                "fuse{gate=table} needs the runtime's binding table, which this pass was not given; "
+                "run it through fusebind-opt (fusebind.tools.opt), or use gate=all or gate=none")
+        return self.table_context(backend, **options)
 
 
 def machine_with(launch_ns: float, gflops: float, base: MachineModel | None = None) -> MachineModel:
@@ -56,19 +92,6 @@ def machine_with(launch_ns: float, gflops: float, base: MachineModel | None = No
         launch_ns if launch_ns >= 0 else base.launch_ns,
         f"{base.source}, overridden",
     )
-
-
-def table_context(backend: str, **options: Any) -> OptimizationContext:
-    """An `OptimizationContext` gated by the global table, built by the runtime."""
-    module_name, _, attr = TABLE_GATE_PROVIDER.partition(":")
-    try:
-        provider = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as err:
-        raise FusebindInternalError(
-            f"fuse{{gate=table}} needs the runtime's table gate {TABLE_GATE_PROVIDER} ({err}); "
-            "use gate=all or gate=none to run without the runtime"
-        ) from err
-    return provider(backend, **options)
 
 
 def replace_module_body(target: ModuleOp, source: ModuleOp) -> None:
@@ -86,12 +109,17 @@ def print_remarks(result: OptimizeResult, stream: TextIO) -> None:
         stream.write(line + "\n")
 
 
-@register_pass
 @dataclass(frozen=True)
 class FusePass(ModulePass):
-    """Capability-gated, cost-based fusion (see `fusebind.compiler.optimize`)."""
+    """Capability-gated, cost-based fusion (see `fusebind.compiler.optimize`).
+
+    Not registered here: `fusebind.tools.passes` registers the subclass whose
+    `services` reach the runtime (see the module docstring)."""
 
     name = "fuse"
+    #: where `gate=table` and `machine=measured` come from: a class attribute,
+    #: not an option; the tools layer's subclass sets it.
+    services: ClassVar[FuseServices] = FuseServices()
 
     gate: str = "table"
     max_ops: int = DEFAULT_MAX_REGION_OPS
@@ -103,14 +131,14 @@ class FusePass(ModulePass):
 
     def context(self) -> OptimizationContext:
         """The context this pass instance optimizes with."""
-        machine = machine_with(self.launch_ns, self.gflops, MachineModel.named(self.machine))
+        machine = machine_with(self.launch_ns, self.gflops, self.services.machine(self.machine))
         options: dict[str, Any] = {"max_region_ops": self.max_ops, "machine": machine}
         if self.gate == "all":
             return OptimizationContext.gate_all(backend=self.backend, **options)
         if self.gate == "none":
             return OptimizationContext.gate_none(backend=self.backend, **options)
         if self.gate == "table":
-            return table_context(self.backend, **options)
+            return self.services.table(self.backend, **options)
         raise FusebindValueError(f"fuse: unknown gate {self.gate!r}; expected one of {', '.join(GATES)}")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

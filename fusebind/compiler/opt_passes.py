@@ -1,5 +1,9 @@
-"""Plugin module the `fusebind-opt` driver imports by name: registers the
-compiler's passes: `fuse` (`fusion_passes.py`) and `strength-reduce` (`strength.py`)."""
+"""The compiler's passes for `fusebind-opt`, as data: `PASSES`, which the tools
+layer (`fusebind.tools.passes`) registers. `fuse` is not among them: it needs
+the runtime's table gate and measured machine, so the tools layer registers
+the `FusePass` subclass it serves with those (`fusion_passes.FuseServices`)."""
 
-from fusebind.compiler import fusion_passes as _fusion_passes  # noqa: F401  (import registers the passes)
-from fusebind.compiler import strength as _strength  # noqa: F401
+from fusebind.compiler.passes import StripFusedPass, VerifyPass
+from fusebind.compiler.strength import StrengthReducePass
+
+PASSES = (VerifyPass, StripFusedPass, StrengthReducePass)

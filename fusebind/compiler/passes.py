@@ -4,13 +4,14 @@ A pass is an xDSL `ModulePass`: a frozen dataclass with a kebab-case `name`
 whose fields are its options (`-p 'my-pass{max-ops=16 mode=fast}'`). Register
 one with `@register_pass` (or `registry.register(cls)`).
 
-Other packages add passes without this module importing them: the driver
-imports, on first use, each module named in `PLUGIN_MODULES`; importing such a
-module must call `register_pass` for its passes. A built-in plugin module
-that does not exist yet is skipped; one that fails to import is reported as
-a warning and skipped. `fusebind-opt --plugin some.module` loads extra ones;
-those were asked for by name, so one that is missing or fails to import is
-a `PluginError` (the driver's error exit), never skipped.
+Other rooms add passes without this module naming them: whoever assembles
+a driver gives the registry *providers* (`provide(label, passes)`: a callable
+returning pass classes), run once on first use. The tools layer
+(`fusebind.tools.passes`), which may import every room, provides the
+compiler's, lowering's and the runtime's passes to `DEFAULT_REGISTRY`; a
+provider that fails is reported as a warning and skipped. User plugins
+(`fusebind-opt --plugin some.module`, loaded by the driver) call
+`register_pass`.
 
 Text products: a pass whose product is not IR (LLVM IR, a report) calls
 `set_text_output(module, text)` instead of writing to stdout; the driver
@@ -21,9 +22,8 @@ before printing (`take_text_output`), so the IR itself never carries it.
 
 from __future__ import annotations
 
-import importlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -32,14 +32,6 @@ from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 from fusebind.dialect.errors import FusebindError
-
-# Modules the driver imports (lazily, once) so they can register passes.
-PLUGIN_MODULES: tuple[str, ...] = (
-    "fusebind.compiler.opt_passes",
-    "fusebind.lowering.opt_passes",
-    "fusebind.runtime.opt_passes",
-)
-
 
 #: Discardable attribute on the top-level module: the pipeline's text product.
 TEXT_OUTPUT_ATTR = "fusebind.text_output"
@@ -65,18 +57,19 @@ class PipelineError(FusebindError):
     """A pipeline text that names an unknown pass or option, or does not parse."""
 
 
-class PluginError(FusebindError):
-    """A plugin module named explicitly (`--plugin`) is missing or fails to import."""
+#: A provider: returns the pass classes of one room (it may import them).
+PassProvider = Callable[[], Iterable[type[ModulePass]]]
 
 
 @dataclass
 class PassRegistry:
-    """Pass classes by name, plus the plugin modules that can add more."""
+    """Pass classes by name, plus the providers that add more on first use."""
 
     passes: dict[str, type[ModulePass]] = field(default_factory=dict)
-    plugin_modules: tuple[str, ...] = PLUGIN_MODULES
+    #: label (the module the passes come from, for warnings) -> provider
+    providers: dict[str, PassProvider] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    _loaded: bool = False
+    _provided: set[str] = field(default_factory=set)
 
     def register(self, cls: type[ModulePass]) -> type[ModulePass]:
         """Add a pass class; a second class under the same name is refused."""
@@ -92,40 +85,33 @@ class PassRegistry:
         self.passes[name] = cls
         return cls
 
-    def load_plugins(self, extra: Iterable[str] = ()) -> None:
-        """Import the built-in plugin modules (once; a missing one is skipped,
-        a broken one warns), then each module of `extra`, which must import:
-        raises `PluginError` naming it and why not."""
-        if not self._loaded:
-            self._loaded = True
-            for module in self.plugin_modules:
-                try:
-                    importlib.import_module(module)
-                except ModuleNotFoundError as err:
-                    if err.name is not None and module.startswith(err.name):
-                        continue  # the plugin (or its package) does not exist yet
-                    self.warnings.append(f"plugin {module} failed to import: {err}")
-                except Exception as err:  # a broken plugin must not take the driver down
-                    self.warnings.append(f"plugin {module} failed to import: {type(err).__name__}: {err}")
-        for module in extra:
+    def provide(self, label: str, passes: PassProvider) -> None:
+        """Add a provider, run on first use (`load_providers`); a second
+        provider under the same label is ignored (installing twice is harmless)."""
+        self.providers.setdefault(label, passes)
+
+    def load_providers(self) -> None:
+        """Run each provider not run yet and register what it returns; one that
+        raises (a room that fails to import) becomes a warning and is skipped."""
+        for label, passes in list(self.providers.items()):
+            if label in self._provided:
+                continue
+            self._provided.add(label)
             try:
-                importlib.import_module(module)
-            except ModuleNotFoundError as err:
-                if err.name is not None and module.startswith(err.name):
-                    raise PluginError(
-                        f"--plugin {module}: no module named '{err.name}'; give an importable module name "
-                        "(e.g. my_package.passes) that is on sys.path (PYTHONPATH)") from None
-                raise PluginError(f"--plugin {module} failed to import: {err}") from None
-            except Exception as err:
-                raise PluginError(f"--plugin {module} failed to import: {type(err).__name__}: {err}") from None
+                for cls in passes():
+                    self.register(cls)
+            except ImportError as err:
+                self.warnings.append(f"plugin {label} failed to import: {err}")
+            except Exception as err:  # a broken room must not take the driver down
+                self.warnings.append(f"plugin {label} failed to import: {type(err).__name__}: {err}")
 
     def available(self) -> list[str]:
-        self.load_plugins()
+        self.load_providers()
         return sorted(self.passes)
 
     def parse_pipeline(self, text: str) -> list[ModulePass]:
         """`pass-a,pass-b{opt=1 other=x}` → pass instances; raises PipelineError."""
-        self.load_plugins()
+        self.load_providers()
         try:
             specs = list(parse_pipeline(text))
         except ArgSpecParseError as err:

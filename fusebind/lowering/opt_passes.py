@@ -1,4 +1,6 @@
-"""Plugin module the `fusebind-opt` driver imports by name: registers the
-lowering passes defined in `passes.py`."""
+"""Lowering's passes for `fusebind-opt` (defined in `passes.py`), as data:
+`PASSES`, which the tools layer (`fusebind.tools.passes`) registers."""
 
-from fusebind.lowering import passes as _passes  # noqa: F401  (import registers the passes)
+from fusebind.lowering.passes import AnnotateCostPass, DecomposeFusedPass, LowerToLinalgPass, LowerToLlvmPass
+
+PASSES = (AnnotateCostPass, DecomposeFusedPass, LowerToLinalgPass, LowerToLlvmPass)

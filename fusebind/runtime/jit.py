@@ -4,7 +4,8 @@ This module owns:
 - `table_context(backend, **options)`: an `OptimizationContext` over the
   current global snapshot, gated by `fused_kernel_available_in` (the
   table-passing variant: the gate reads the snapshot it was given, never a
-  newer one). `fuse{gate=table}` reaches it by name.
+  newer one). `fuse{gate=table}` gets it from the tools layer
+  (`fusebind.tools.passes`, through `fusion_passes.FuseServices`).
 - `compile_work_order(work_order, ...) -> JitReport`: for each gated region,
   `decompose_region` then `adopt_runtime_fused(..., cost=decomp.cost)`; an
   exact static catalog match (`WorkItem.static_id`, or an item whose
@@ -23,7 +24,8 @@ This module owns:
   it; `JitWorker` is its background form, so the caller continues on arm 0
   while kernels are adopted.
 - the `fuse-jit` pass of `fusebind-opt` (`machine=default` by default, so its
-  output is deterministic; `machine=measured` prices with this machine).
+  output is deterministic; `machine=measured` prices with this machine). It
+  is listed in `opt_passes.PASSES` and registered by the tools layer.
 
 Machine model: `JitCompiler(machine=...)` (a `MachineModel`, "default",
 "measured", or None: `FUSEBIND_MACHINE`, else measured; see calibrate.py)
@@ -47,11 +49,10 @@ from xdsl.passes import ModulePass
 from fusebind.dialect.errors import FusebindInternalError
 from fusebind.compiler.context import DEFAULT_MAX_REGION_OPS, OptimizationContext
 from fusebind.compiler.cost import MachineModel
-from fusebind.compiler.fusion_passes import machine_with, print_remarks, replace_module_body
+from fusebind.compiler.fusion_passes import FuseServices, machine_with, print_remarks, replace_module_body
 from fusebind.compiler.optimize import OptimizeResult, WorkItem, optimize_graph
-from fusebind.compiler.passes import register_pass
 from fusebind.runtime.bindings import global_bindings
-from fusebind.runtime.calibrate import machine_model
+from fusebind.runtime.calibrate import machine_model, measured_machine
 from fusebind.runtime.kernel import Kernel
 from fusebind.compiler.catalog import RUNTIME_FUSED_BASE, static_kernel_op
 from fusebind.runtime.fused_kernels import (
@@ -422,7 +423,6 @@ def optimize_with_jit(module: ModuleOp, backend: str = "cpu", *, recipes: Any = 
     return optimize_graph(module, table_context(backend, recipes=recipes, **options)), report
 
 
-@register_pass
 @dataclass(frozen=True)
 class FuseJitPass(ModulePass):
     """`fuse` against the global table, after compiling and adopting its work order."""
@@ -437,7 +437,7 @@ class FuseJitPass(ModulePass):
     machine: str = "default"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        base = MachineModel.named(self.machine)
+        base = FuseServices(table_context, measured_machine).machine(self.machine)
         result, report = optimize_with_jit(op, self.backend, max_region_ops=self.max_ops,
                                            machine=machine_with(self.launch_ns, self.gflops, base))
         if self.remarks:

@@ -1,4 +1,7 @@
-"""Plugin module the `fusebind-opt` driver imports by name: registers the
-runtime's passes (`fuse-jit`, which compiles and adopts kernels) from `jit.py`."""
+"""The runtime's passes for `fusebind-opt`, as data: `PASSES` (`fuse-jit`,
+which compiles and adopts kernels, from `jit.py`), which the tools layer
+(`fusebind.tools.passes`) registers."""
 
-from fusebind.runtime import jit as _jit  # noqa: F401  (import registers the passes)
+from fusebind.runtime.jit import FuseJitPass
+
+PASSES = (FuseJitPass,)

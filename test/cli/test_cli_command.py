@@ -108,7 +108,7 @@ def test_every_fusebind_command_the_readme_shows_runs() -> None:
     its sh blocks must succeed."""
     import shlex
 
-    from fusebind.compiler.opt import run_opt
+    from fusebind.tools.opt import run_opt
 
     readme = (REPO / "README.md").read_text()
     blocks = re.findall(r"```sh\n(.*?)```", readme, re.DOTALL)

@@ -57,7 +57,7 @@ def test_every_pipeline_the_opt_example_documents_parses_and_runs() -> None:
     import importlib.util
     import io
 
-    from fusebind.compiler.opt import run_opt
+    from fusebind.tools.opt import run_opt
 
     spec = importlib.util.spec_from_file_location("opt_pipeline_example", REPO / "examples" / "opt_pipeline.py")
     assert spec is not None and spec.loader is not None

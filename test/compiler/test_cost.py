@@ -7,6 +7,8 @@ import pickle
 
 import pytest
 from hypothesis import given
+
+from fusebind.dialect import errors as fb_errors
 from hypothesis import strategies as st
 
 from fusebind.compiler import (
@@ -112,23 +114,40 @@ def _seed_measured(directory, model: MachineModel) -> None:
     assert store_machine(machine_cache_path(directory, key), key, model)
 
 
-def test_named_machine_models_and_measure_reaches_the_runtime(tmp_path, monkeypatch) -> None:
-    assert MachineModel.named("default") == MachineModel.default()
-    assert MachineModel.named(" Default ").source == "default"
+def test_fuse_services_name_the_machine_models_and_refuse_what_they_were_not_given() -> None:
+    from fusebind.compiler.fusion_passes import FuseServices
+
+    bare = FuseServices()
+    assert bare.machine("default") == MachineModel.default()
+    assert bare.machine(" Default ").source == "default"
     with pytest.raises(ValueError, match="unknown machine model 'fast'; expected one of default, measured"):
-        MachineModel.named("fast")
-    # the measured model comes from the runtime's calibration, here a file seeded in a fresh cache dir
+        bare.machine("fast")
+    # the compiler alone cannot measure this machine or see the table: it says so, it never guesses
+    with pytest.raises(fb_errors.FusebindInternalError, match="machine=measured needs this machine's measured model"):
+        bare.machine("measured")
+    with pytest.raises(fb_errors.FusebindInternalError, match=r"fuse\{gate=table\} needs the runtime's binding table"):
+        bare.table("cpu")
+    seeded = MachineModel(12.5e9, 77e9, 123.0, "measured")
+    given = FuseServices(measured_machine=lambda: seeded)
+    assert given.machine("measured") is seeded
+    assert not hasattr(MachineModel, "measure")  # the cost model receives a model, it never fetches one
+
+
+def test_the_measured_model_reaches_the_tools_fuse_pass_from_the_runtime(tmp_path, monkeypatch) -> None:
+    from fusebind.tools.passes import FusePass, measured_machine
+
     seeded = MachineModel(12.5e9, 77e9, 123.0, "measured")
     _seed_measured(tmp_path, seeded)
     monkeypatch.setenv("FUSEBIND_CACHE_DIR", str(tmp_path))
-    m = MachineModel.measure()
+    m = measured_machine()
     assert m == seeded and m.source == "measured"
-    assert MachineModel.measure() is m  # once per process (per cache location)
-    assert MachineModel.named("measured") is m
+    assert measured_machine() is m  # once per process (per cache location)
+    assert FusePass(gate="all", machine="measured").context().machine is m
 
 
 def test_fuse_pass_keeps_the_default_machine_unless_asked(tmp_path, monkeypatch) -> None:
     from fusebind.compiler.fusion_passes import FusePass, machine_with
+    from fusebind.tools.passes import FusePass as ServedFusePass
 
     assert FusePass(gate="all").context().machine.source == "default"
     over = FusePass(gate="all", launch_ns=0.0).context().machine
@@ -136,7 +155,7 @@ def test_fuse_pass_keeps_the_default_machine_unless_asked(tmp_path, monkeypatch)
     seeded = MachineModel(12.5e9, 77e9, 123.0, "measured")
     _seed_measured(tmp_path, seeded)
     monkeypatch.setenv("FUSEBIND_CACHE_DIR", str(tmp_path))
-    assert FusePass(gate="all", machine="measured").context().machine == seeded
+    assert ServedFusePass(gate="all", machine="measured").context().machine == seeded
     assert machine_with(-1.0, 2.0, seeded) == MachineModel(12.5e9, 2e9, 123.0)
     with pytest.raises(ValueError, match="unknown machine model 'bogus'"):
         FusePass(gate="all", machine="bogus").context()

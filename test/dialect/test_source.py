@@ -57,7 +57,7 @@ def test_quotes_inside_comments_are_not_literals() -> None:
 
 
 def test_every_door_refuses_the_open_literal() -> None:
-    from fusebind.compiler.opt import run_opt
+    from fusebind.tools.opt import run_opt
     from fusebind.compiler.recipes import RecipeParseError, prepare_recipe
 
     text = 'func.func @"' + "a" * 400

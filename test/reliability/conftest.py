@@ -84,7 +84,7 @@ def corpus_files() -> list[Path]:
 
 def opt_run(argv: list[str], stdin_text: str = "") -> tuple[int, str, str]:
     """`fusebind-opt` in process with captured streams: (exit code, stdout, stderr)."""
-    from fusebind.compiler.opt import run_opt
+    from fusebind.tools.opt import run_opt
 
     out, err = io.StringIO(), io.StringIO()
     try:

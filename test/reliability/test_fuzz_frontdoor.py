@@ -270,7 +270,7 @@ SUBPROCESS_INPUTS = {
 def test_real_fusebind_opt_process_never_prints_a_traceback(name: str) -> None:
     text = SUBPROCESS_INPUTS[name]
     exe = Path(sys.executable).with_name("fusebind-opt")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "fusebind.compiler.opt"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "fusebind.tools.opt"]
     proc = subprocess.run(cmd, input=text.encode("utf-8", "surrogatepass"), capture_output=True, timeout=120)
     err = proc.stderr.decode(errors="replace")
     assert "Traceback (most recent call last)" not in err and "internal error" not in err, err

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 from xdsl.passes import ModulePass
 
-from fusebind.compiler.opt import run_opt
+from fusebind.tools.opt import run_opt
 from fusebind.compiler.passes import PassRegistry, StripFusedPass, VerifyPass, set_text_output
 
-registry = PassRegistry(plugin_modules=())
+registry = PassRegistry()
 registry.register(VerifyPass)
 registry.register(StripFusedPass)
 

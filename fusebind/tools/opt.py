@@ -13,17 +13,25 @@ input by `// expected-error {{text}}` (same line) or
 `// expected-error @+N {{text}}` / `@-N` (relative line); the text must be a
 substring of the message.
 
-Passes come from the registry in `passes.py` (`register_pass`). A pass
-whose product is text (`passes.set_text_output`, e.g. LLVM IR) ends the
-pipeline; the driver prints that text instead of the module.
+Passes come from the compiler's registry (`fusebind.compiler.passes`,
+`register_pass`), given every room's built-in passes by
+`fusebind.tools.passes`; `--plugin some.module` imports a user module that
+calls `register_pass`. A plugin asked for by name that is missing or fails to
+import is a `PluginError` (the error exit), never skipped. A pass whose
+product is text (`passes.set_text_output`, e.g. LLVM IR) ends the pipeline;
+the driver prints that text instead of the module.
+
+This is a tool (`fusebind.tools`): it may import every room; it moved here
+from `fusebind.compiler.opt`, so the compiler names no room above it.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -32,12 +40,34 @@ from fusebind.compiler.passes import (
     TEXT_OUTPUT_ATTR,
     PassRegistry,
     PipelineError,
-    PluginError,
     register_pass,
     take_text_output,
 )
+from fusebind.dialect.errors import FusebindError
+from fusebind.tools.passes import install_builtin_passes
 
-__all__ = ["main", "register_pass", "run_opt"]
+__all__ = ["PluginError", "load_plugins", "main", "register_pass", "run_opt"]
+
+
+class PluginError(FusebindError):
+    """A plugin module named explicitly (`--plugin`) is missing or fails to import."""
+
+
+def load_plugins(modules: Iterable[str]) -> None:
+    """Import each user plugin module (it registers its passes with
+    `register_pass`); raises `PluginError` naming the first that is missing or
+    fails to import, and why."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as err:
+            if err.name is not None and module.startswith(err.name):
+                raise PluginError(
+                    f"--plugin {module}: no module named '{err.name}'; give an importable module name "
+                    "(e.g. my_package.passes) that is on sys.path (PYTHONPATH)") from None
+            raise PluginError(f"--plugin {module} failed to import: {err}") from None
+        except Exception as err:  # a plugin's own failure, whatever it is, is the driver's error exit
+            raise PluginError(f"--plugin {module} failed to import: {type(err).__name__}: {err}") from None
 
 SPLIT_MARKER = re.compile(r"^\s*// -----\s*$", re.MULTILINE)
 EXPECTED = re.compile(r"//\s*expected-(error|warning|note)\s*(?:@([+-]\d+|above|below))?\s*\{\{(.*?)\}\}")
@@ -166,15 +196,18 @@ def build_arg_parser() -> argparse.ArgumentParser:
 
 
 def run_opt(argv: Sequence[str], stdin: TextIO, stdout: TextIO, stderr: TextIO,
-            registry: PassRegistry = DEFAULT_REGISTRY) -> int:
-    """The driver with explicit streams; returns the exit code."""
+            registry: PassRegistry | None = None) -> int:
+    """The driver with explicit streams; returns the exit code. `registry`
+    None: the compiler's `DEFAULT_REGISTRY` with every built-in pass."""
+    registry = install_builtin_passes(DEFAULT_REGISTRY) if registry is None else registry
     ap = build_arg_parser()
     try:
         args = ap.parse_args(list(argv))
     except SystemExit as exit_:
         return int(exit_.code or 0) and 1
     try:
-        registry.load_plugins(args.plugin)
+        registry.load_providers()
+        load_plugins(args.plugin)
     except PluginError as err:
         stderr.write(f"fusebind-opt: error: {err}\n")
         return 1
