@@ -41,8 +41,8 @@ Owns:
   `MachineModel`, `"default"`, `"measured"`, or None, which reads
   `FUSEBIND_MACHINE` (`default` forces `MachineModel.default()`, for tests
   and reproducible output; unset or `measured`: the measured model).
-- `measured_machine()`: the measured model (`MachineModel.measure()` and
-  `fuse{machine=measured}` reach it by name).
+- `measured_machine()`: the measured model (the tools layer passes it to
+  `fuse{machine=measured}`: `fusebind.tools.passes.SERVICES`).
 
 If measuring fails (no native target, a lowering error), the model is the
 documented default and a `MachineCalibrationWarning` says why.
