@@ -128,6 +128,7 @@ class _Blocked:
         self.part_elem = "f64" if out_elem == "f64" else "f32"
         self.compensated = self.part_elem == "f64"
         self.leaves = list(leaves(src, {}).values())
+        self.depth = 0  # scf.for / scf.if bodies being emitted around the current op (see `_fold`)
         # One value per output (a full reduction, one per row): the total is carried as f64
         # scalars and the result built with tensor.from_elements, so linalg's fusion cannot
         # pull the fold, the 1/n and the cast into the loop that consumes the result.
@@ -342,7 +343,11 @@ class _Blocked:
         return f"affine_map<({dims}) -> ({', '.join(res)})>"
 
     def _fold(self, state: State, partial: str) -> State:
-        """Fold a partial (out-shaped, `part_elem`) into the total."""
+        """Fold a partial (out-shaped, `part_elem`) into the total: in place (reading its `outs`,
+        the iter_arg, as bufferization needs for the yield) inside a loop or `scf.if` body; pure
+        at the top level, where fusion takes it with the cast into the sum's consumer. Fused
+        into one that broadcasts the sum (`x - x.sum(0, keepdims=True)`), an in-place fold runs
+        once per broadcast row: row i got i extra partials (`pipeline.fusion_hazards`)."""
         rank = len(self.r.out_shape)
         dims = ", ".join(f"d{j}" for j in range(rank))
         ident = f"affine_map<({dims}) -> ({dims})>"
@@ -352,17 +357,24 @@ class _Blocked:
         b = TextScalarBuilder(em.fresh)
         b.bind(p, self.part_elem)
         b.bind(s, "f64")
+        totals = [state["w"], state["c"]] if self.compensated else [state["w"]]
         if not self.compensated:
-            total = b.add(s, b.cast(p, "f64"))
-            yields, outs, args = [total], [state["w"]], [f"{s}: f64"]
+            yields = [b.add(s, b.cast(p, "f64"))]
         else:
-            t, c2 = _neumaier_step(b, s, b.bind(c, "f64"), p)
-            yields, outs, args = [t, c2], [state["w"], state["c"]], [f"{s}: f64", f"{c}: f64"]
+            yields = list(_neumaier_step(b, s, b.bind(c, "f64"), p))
+        in_place = self.depth > 0
+        total_args = [f"{s}: f64", f"{c}: f64"][:len(totals)]
+        if in_place:
+            ins, outs, args = [partial], totals, total_args
+        else:
+            ins, outs = [partial, *totals], [em.empty(self.r.out_shape, "f64") for _ in totals]
+            args = total_args + [f"{em.fresh('o')}: f64" for _ in totals]
         names = [em.fresh("r") for _ in outs]
         iters = ", ".join(['"parallel"'] * rank)
         w_types = ", ".join([self.w_t] * len(outs))
-        em.lines.append(f"{', '.join(names)} = linalg.generic {{indexing_maps = [{', '.join([ident] * (1 + len(outs)))}], "
-                        f"iterator_types = [{iters}]}} ins({partial} : {p_t}) outs({', '.join(outs)} : {w_types}) {{")
+        in_types = ", ".join([p_t] + [self.w_t] * (len(ins) - 1))
+        em.lines.append(f"{', '.join(names)} = linalg.generic {{indexing_maps = [{', '.join([ident] * (len(ins) + len(outs)))}], "
+                        f"iterator_types = [{iters}]}} ins({', '.join(ins)} : {in_types}) outs({', '.join(outs)} : {w_types}) {{")
         em.lines.append(f"^bb0({p}: {self.part_elem}, {', '.join(args)}):")
         em.lines.extend("  " + line for line in b.lines)
         em.lines.append(f"  linalg.yield {', '.join(yields)} : {', '.join(['f64'] * len(yields))}")
@@ -457,12 +469,20 @@ class _Blocked:
         res = em.fresh("if")
         head = f"{res}:{len(keys)}" if len(keys) > 1 else res
         em.lines.append(f"{head} = scf.if {cond} -> ({', '.join(types)}) {{")
-        new = body(dict(state))
+        new = self._nested(body, dict(state))
         em.lines.append(f"scf.yield {', '.join(new[k] for k in keys)} : {', '.join(types)}")
         em.lines.append("} else {")
         em.lines.append(f"scf.yield {', '.join(state[k] for k in keys)} : {', '.join(types)}")
         em.lines.append("}")
         return {k: (f"{res}#{i}" if len(keys) > 1 else res) for i, k in enumerate(keys)}
+
+    def _nested(self, body: Callable[[State], State], state: State) -> State:
+        """`body(state)` emitted inside a loop or `scf.if` body (`_fold` updates in place there)."""
+        self.depth += 1
+        try:
+            return body(state)
+        finally:
+            self.depth -= 1
 
     def _loop(self, lo: Dim, hi: Dim, step: Dim, state: State,
               body: Callable[[str, State], State]) -> State:
@@ -476,7 +496,7 @@ class _Blocked:
         em.lines.append(f"{head} = scf.for {iv} = {self._index(lo)} to {self._index(hi)} step {self._index(step)} "
                         f"iter_args({', '.join(f'{carried[k]} = {state[k]}' for k in keys)}) "
                         f"-> ({', '.join(types)}) {{")
-        new = body(iv, carried)
+        new = self._nested(lambda st: body(iv, st), carried)
         em.lines.append(f"scf.yield {', '.join(new[k] for k in keys)} : {', '.join(types)}")
         em.lines.append("}")
         return {k: (f"{res}#{i}" if len(keys) > 1 else res) for i, k in enumerate(keys)}
