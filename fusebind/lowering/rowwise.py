@@ -346,8 +346,13 @@ def emit_rows(em: _Emitter, block: Any, values: dict[Any, _Value], plan: RowPlan
         out_elem = element_name(op.results[0].type)
         # The last use of a stored row may overwrite it: softmax's exp row is scaled in
         # place, so the row is written to the output once, by the map_reduce pass.
+        # Not a row with a size-1 dim: that generic reads its `outs`, and when a later op
+        # broadcasts the result along that dim, linalg-fuse-elementwise-ops keeps the
+        # overwritten row as an output of the fused loop, which then scales it once per
+        # iteration of the broadcast dim (a wrong answer; pipeline.fusion_hazards).
         dest = next((k for k, o in enumerate(op.operands) if o in stored and last_use[o] == pos
-                     and args[k].elem == out_elem != "i1" and hasattr(op, "scalar_body")), None)
+                     and args[k].elem == out_elem != "i1" and hasattr(op, "scalar_body")
+                     and 1 not in args[k].shape), None)
         if _is_row_division(op, args):
             # x / s with s one value per row: one division per row, then multiplies
             # (vdivps is ~10x a vmulps; x * (1/s) is within 2 ulp of x / s)
