@@ -296,6 +296,11 @@ class _Emitter:
 
     def reduction(self, op: Any, x: _Value, out_elem: str, axis_shift: int = 0) -> _Value:
         """axis_shift: leading dims `x` lacks relative to the op's own operand (row-wise emission)."""
+        if not self._reduction_plan(op, x, out_elem, axis_shift).axes:
+            # Nothing reduced (axes = [], or a 0-d operand): numpy gives the values, cast.
+            # Not an all-parallel generic that reads its `outs`: fused into a consumer that
+            # broadcasts it, that accumulates once per broadcast iteration (pipeline.fusion_hazards).
+            return x if x.elem == out_elem else self._map_unary(x, lambda bb, v: bb.cast(v, out_elem), out_elem)
         r = self._reduction_setup(op, x, out_elem, axis_shift)
         b = TextScalarBuilder(self.fresh, self.fastmath)
         (xin,), (xv,) = self._bind_args(b, [x])
