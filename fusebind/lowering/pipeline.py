@@ -2,6 +2,7 @@
 in process, translate the LLVM dialect to LLVM IR text.
 
 Owns: the pass pipeline as data (`UPSTREAM_PIPELINE`), `run_upstream_pipeline`
+(which refuses a kernel that elementwise fusion made wrong: `fusion_hazards`)
 and `translate_to_llvm_ir`. Imports `mlir` lazily, inside the functions, so
 that importing this module is cheap and a cache hit never loads MLIR.
 Must not: know about prim ops (that is `emit.py`) or llvmlite (`codegen.py`).
@@ -44,6 +45,8 @@ UPSTREAM_PIPELINE: tuple[tuple[str, str], ...] = (
 # none (outputs are written in place, row temporaries live on the stack), and the
 # canonicalizations inside this pipeline were the most expensive upstream step.
 DEALLOCATION_PASS = "buffer-deallocation-pipeline"
+# After it, `fusion_hazards` checks the fused loops (a wrong kernel is refused, never built).
+FUSION_PASS = "linalg-fuse-elementwise-ops"
 
 # A context costs ~10 ms to create, more than the passes for a small kernel. Each
 # thread keeps one and replaces it after this many modules, since uniqued attributes
@@ -127,6 +130,44 @@ def _reused_context() -> Any:
         pool.uses = 0
     pool.uses += 1
     return pool.ctx
+
+
+def fusion_hazards(module: Any) -> list[str]:
+    """The outputs, after elementwise fusion, that parallel iterations would share while
+    the payload reads them: a wrong answer, never a slow one (each iteration would re-read
+    what the one before wrote). `linalg-fuse-elementwise-ops` makes them when it fuses a
+    generic that reads its `outs` (an in-place update) into a consumer that broadcasts its
+    result: the producer's result stays an output of the fused op, indexed by the
+    consumer's map, e.g. (d0, d1) -> (0, d1) over a parallel d0. The kernels we emit
+    avoid that (accumulate `_fold`, rowwise's in-place rows, emit's reductions over no
+    axes); this check turns any new case into a `LoweringError`, which leaves the region
+    on its unfused arm, instead of a silently wrong kernel."""
+    from mlir import ir
+
+    found: list[str] = []
+
+    def visit(op: Any) -> Any:
+        if op.name != "linalg.generic":
+            return ir.WalkResult.ADVANCE
+        n_out = len(op.results)
+        block_args = list(op.regions[0].blocks[0].arguments)
+        read = [i for i in range(n_out) if any(True for _ in block_args[len(block_args) - n_out + i].uses)]
+        if not read:
+            return ir.WalkResult.ADVANCE
+        maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+        parallel = [d for d, it in enumerate(ir.ArrayAttr(op.attributes["iterator_types"]))
+                    if "parallel" in str(it)]
+        for i in read:
+            m = maps[len(maps) - n_out + i]
+            used = {e.position for e in m.results if isinstance(e, ir.AffineDimExpr)}
+            dropped = [f"d{d}" for d in parallel if d not in used]
+            if dropped:
+                found.append(f"{op.location}: output #{i} of a linalg.generic is read by its payload and "
+                             f"indexed by {m}, which leaves out the parallel loop(s) {', '.join(dropped)}")
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found
 
 
 def _drop_self_copies(module: Any) -> bool:
@@ -223,14 +264,23 @@ def run_upstream_pipeline(text: str, ctx: Any | None = None, pipeline: str | Non
             raise LoweringError.at("mlir-parse", _message(exc, diagnostics), text) from None
         try:
             if staged:
-                cut = [p for p, _ in UPSTREAM_PIPELINE].index(DEALLOCATION_PASS)
-                before, after = UPSTREAM_PIPELINE[:cut], UPSTREAM_PIPELINE[cut + 1:]
+                names = [p for p, _ in UPSTREAM_PIPELINE]
+                fused, cut = names.index(FUSION_PASS) + 1, names.index(DEALLOCATION_PASS)
+                passmanager.PassManager.parse(pipeline_text(UPSTREAM_PIPELINE[:fused]), ctx).run(module.operation)
+                hazards = fusion_hazards(module)
+                if hazards:
+                    raise LoweringError.at("mlir-passes", "internal error: elementwise fusion made a kernel "
+                                           "that would compute a wrong answer, so it is not built:\n  "
+                                           + "\n  ".join(hazards), text, pipeline)
+                before, after = UPSTREAM_PIPELINE[fused:cut], UPSTREAM_PIPELINE[cut + 1:]
                 passmanager.PassManager.parse(pipeline_text(before), ctx).run(module.operation)
                 if _drop_self_copies(module):
                     after = UPSTREAM_PIPELINE[cut:]
                 passmanager.PassManager.parse(pipeline_text(after), ctx).run(module.operation)
             else:
                 passmanager.PassManager.parse(pipeline, ctx).run(module.operation)
+        except LoweringError:
+            raise
         except Exception as exc:
             raise LoweringError.at("mlir-passes", _message(exc, diagnostics), text, pipeline) from None
     finally:
