@@ -133,15 +133,17 @@ def _reused_context() -> Any:
 
 
 def fusion_hazards(module: Any) -> list[str]:
-    """The outputs, after elementwise fusion, that parallel iterations would share while
-    the payload reads them: a wrong answer, never a slow one (each iteration would re-read
-    what the one before wrote). `linalg-fuse-elementwise-ops` makes them when it fuses a
-    generic that reads its `outs` (an in-place update) into a consumer that broadcasts its
-    result: the producer's result stays an output of the fused op, indexed by the
-    consumer's map, e.g. (d0, d1) -> (0, d1) over a parallel d0. The kernels we emit
-    avoid that (accumulate `_fold`, rowwise's in-place rows, emit's reductions over no
-    axes); this check turns any new case into a `LoweringError`, which leaves the region
-    on its unfused arm, instead of a silently wrong kernel."""
+    """The outputs, after elementwise fusion, that several iterations of the fused loop
+    would share while its payload reads them: a wrong answer, never a slow one (each
+    iteration re-reads what the one before wrote). `linalg-fuse-elementwise-ops` makes them
+    when it fuses a generic that reads its `outs` (an in-place update) into a consumer that
+    broadcasts its result: the producer's result stays an output of the fused op, indexed
+    by the consumer's map, e.g. (d0, d1) -> (0, d1). Flagged: such an output whose map
+    leaves out a parallel loop, or a reduction loop while another output's value depends
+    on it (a reduction's own accumulator leaves out its reduction loops and feeds only
+    itself). The kernels we emit avoid both (accumulate `_fold`, rowwise's in-place rows,
+    emit's reductions over no axes); this check turns any new case into a `LoweringError`,
+    which leaves the region on its unfused arm, instead of a silently wrong kernel."""
     from mlir import ir
 
     found: list[str] = []
@@ -150,24 +152,40 @@ def fusion_hazards(module: Any) -> list[str]:
         if op.name != "linalg.generic":
             return ir.WalkResult.ADVANCE
         n_out = len(op.results)
-        block_args = list(op.regions[0].blocks[0].arguments)
-        read = [i for i in range(n_out) if any(True for _ in block_args[len(block_args) - n_out + i].uses)]
+        block = op.regions[0].blocks[0]
+        outs = list(block.arguments)[len(block.arguments) - n_out:]
+        read = [i for i in range(n_out) if any(True for _ in outs[i].uses)]
         if not read:
             return ir.WalkResult.ADVANCE
         maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
-        parallel = [d for d, it in enumerate(ir.ArrayAttr(op.attributes["iterator_types"]))
-                    if "parallel" in str(it)]
+        iters = ["parallel" in str(it) for it in ir.ArrayAttr(op.attributes["iterator_types"])]
         for i in read:
             m = maps[len(maps) - n_out + i]
             used = {e.position for e in m.results if isinstance(e, ir.AffineDimExpr)}
-            dropped = [f"d{d}" for d in parallel if d not in used]
-            if dropped:
+            dropped = [d for d in range(len(iters)) if d not in used]
+            shared = [f"d{d}" for d in dropped if iters[d]]
+            if not shared and dropped and _feeds_another_output(block, i, n_out):
+                shared = [f"d{d}" for d in dropped]
+            if shared:
                 found.append(f"{op.location}: output #{i} of a linalg.generic is read by its payload and "
-                             f"indexed by {m}, which leaves out the parallel loop(s) {', '.join(dropped)}")
+                             f"indexed by {m}, which leaves out the loop(s) {', '.join(shared)}")
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
     return found
+
+
+def _feeds_another_output(block: Any, i: int, n_out: int) -> bool:
+    """Whether the value of output `i` read in `block` (a generic's payload) reaches the
+    yielded value of another output."""
+    args = list(block.arguments)
+    reached = {args[len(args) - n_out + i]}
+    ops = list(block.operations)
+    for op in ops[:-1]:
+        if any(v in reached for v in op.operands):
+            reached.update(op.results)
+    yielded = list(ops[-1].operands)
+    return any(v in reached for j, v in enumerate(yielded) if j != i)
 
 
 def _drop_self_copies(module: Any) -> bool:
