@@ -218,6 +218,30 @@ def test_consumers_of_sums_and_means_give_numpys_answer(name: str, object_cache:
             assert (f.stats.fused_calls, f.stats.arm0_calls) == (1, 0), (what, f.stats)
 
 
+VARIANCES = [  # the mean read back through a broadcast by the blocked sum of the squares
+    ("var", np.float32, (37, 130), (0,)), ("var", np.float32, (5, 7, 300), (1,)),
+    ("std", np.float32, (5, 7, 300), (0, 2)), ("var", np.float64, (3, 4), (0,)),
+]
+
+
+def test_variances_give_numpys_answer(object_cache: ObjectCache) -> None:
+    """np.var / np.std (the numpy sweep's failure): off by up to 25 on (5, 7, 300) over axis 1
+    before the fix. Every axis subset, shape and float dtype under FUSEBIND_LONG=1. Squares
+    are nonnegative, so the sum's bound is relative: 2 log2(n) eps, plus the mean's share."""
+    long = [(f, d, sh, ax) for f in ("var", "std") for d in (np.float32, np.float64)
+            for r in SHAPES for sh in SHAPES[r] for ax in subsets(r)]
+    for fname, dtype, shape, axes in long if LONG else VARIANCES:
+        x = data("x - x.sum", shape, dtype, seed=7)
+        f = fb.jit((lambda fn, ax: lambda x: getattr(x, fn)(axis=ax))(fname, axes), cache=object_cache)
+        want = getattr(x, fname)(axis=axes)
+        got = f(x)
+        n = math.prod(shape[a] for a in axes)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=4 * max(math.log2(n), 1.0) * np.finfo(dtype).eps,
+                                   err_msg=f"{fname} {np.dtype(dtype)} {shape} axes={axes}")
+        assert (f.stats.fused_calls, f.stats.arm0_calls) == (1, 0), (fname, shape, axes, f.stats)
+
+
 # ------------------------------------------------------------------------ dynamic shapes
 
 def _prim_text(rank: int, axes: tuple[int, ...], keepdims: bool, op: str, consumer: str) -> str:
