@@ -2,7 +2,7 @@
 
 The bound, for every output over n summed values x: |fusebind - exact| <= 2 log2(n) eps sum|x|
 (eps of the result's dtype; numpy's own pairwise bound). Checked at 2^10, 2^16 and 2^20
-elements (2^24 under FUSEBIND_LONG=1) on constant, uniform and normal data, through
+elements (2^24 for the full sum by default, for every reduction under FUSEBIND_LONG=1) on constant, uniform and normal data, through
 `fb.jit` (full sums and means, row and column sums, row means: the static reduce kernels)
 and through fused row-wise kernels (softmax, layer_norm, exp-sum rows of a long length);
 at awkward lengths (every remainder path) on the generated kernels, static and dynamic;
@@ -111,10 +111,17 @@ def test_jit_reductions_are_within_the_bound(name: str, object_cache: ObjectCach
             check_sums(got, x, axis, f"{name} n={n} {kind}", mean)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_full_sum_of_two_to_the_24_is_within_the_bound(kind: str, object_cache: ObjectCache) -> None:
+    """The issue's size, by default, for the full sum on every data kind (one kernel, 64 MB)."""
+    x = data(kind, (1 << 24,))
+    check_sums(fb.jit(lambda a: a.sum(), cache=object_cache)(x), x, None, f"sum 2^24 {kind}")
+
+
 def test_the_issue_example_is_numpy_close() -> None:
-    """`np.full(2^24, 0.1, float32).sum()`: 1673575.6 before (2.5e-3 relative; 2.6e-4 at 2^20),
-    numpy 1677721.9, true 1677721.6. Now within 3e-7 relative (2^20 by default, 2^24 long)."""
-    n = 1 << 24 if LONG else 1 << 20
+    """`np.full(2^24, 0.1, float32).sum()`: 1673575.6 before (2.5e-3 relative),
+    numpy 1677721.9, true 1677721.6. Now within 3e-7 relative."""
+    n = 1 << 24
     x = np.full(n, 0.1, np.float32)
     exact = float(np.float32(0.1)) * n
     got = float(fb.jit(lambda a: a.sum())(x))
