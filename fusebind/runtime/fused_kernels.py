@@ -189,8 +189,15 @@ def _bind_idempotent(
     builder: BindingTableBuilder, key: BindingKey, dtypes: DTypes, backend: str, kernel: Kernel, cost: Cost | None,
     caps: frozenset[str] = frozenset(),
 ) -> None:
-    if builder.find_kernel(key, dtypes, backend, kernel) is None:
-        builder.bind(key, dtypes, backend, kernel, cost=cost, caps=caps)
+    if builder.find_kernel(key, dtypes, backend, kernel) is not None:
+        return
+    # The same object code loaded twice (two JIT compilers racing on one recipe, or two
+    # processes' cache loads) is the same kernel, not an alternative: its source names the
+    # code's hash. Only generated code is compared this way; user kernels stay by address.
+    if kernel.source.startswith("llvm:") and any(
+            row.source == kernel.source and row.caps == caps for row in builder.lookup(key, dtypes, backend)):
+        return
+    builder.bind(key, dtypes, backend, kernel, cost=cost, caps=caps)
 
 
 def _parse_caps(caps: Iterable[str]) -> frozenset[str]:

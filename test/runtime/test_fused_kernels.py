@@ -314,3 +314,29 @@ def test_readers_never_block_and_no_registration_is_lost() -> None:
     ids = sorted(k.fused_id for k in table.keys() if k.is_runtime)
     assert ids == list(range(RUNTIME_FUSED_BASE, RUNTIME_FUSED_BASE + adopted))
     assert all(n > 0 for n in reads), "a reader never completed a read while writers ran"
+
+
+def test_the_same_object_code_loaded_twice_is_one_row_not_an_alternative(tmp_path) -> None:
+    """Two JIT compilers racing on one recipe load the same object code twice: two function
+    pointers, one kernel. The second adoption changes nothing (the concurrency stress test saw
+    'duplicated rows: 13 rows for 12 keys' about once in 50 runs before)."""
+    from fusebind.dialect import parse_module
+    from fusebind.lowering import ObjectCache, decompose_region
+    from fusebind.runtime.kernel import Kernel
+
+    text = region()
+    module = parse_module("func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {" + text
+                          + "\n  func.return %r : tensor<4xf32>\n}")
+    op = next(o for o in module.walk() if o.name == "fused.region")
+    decomp = decompose_region(op, ["f32", "f32"], cache=ObjectCache(tmp_path))
+    first, second = Kernel.from_decomposition(decomp), Kernel.from_decomposition(decomp)
+    assert first.address != second.address and first.source == second.source
+    fid = adopt_runtime_fused("e", text, first, F32, "cpu", cost=decomp.cost)
+    gen = bindings_generation()
+    assert adopt_runtime_fused("e", text, second, F32, "cpu", cost=decomp.cost) == fid
+    assert bindings_generation() == gen
+    rows = global_bindings().lookup(BindingKey.runtime_fused(fid), F32, "cpu")
+    assert [r.address for r in rows] == [first.address]
+    # a user kernel with its own code is still an alternative row
+    adopt_runtime_fused("e", text, noop_kernel(), F32, "cpu")
+    assert len(global_bindings().lookup(BindingKey.runtime_fused(fid), F32, "cpu")) == 2
