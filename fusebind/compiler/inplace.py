@@ -22,11 +22,20 @@ writing element i (any elementwise loop nest, fused or not: the loop writing
 the one result runs after everything it reads) gives the same values in
 place. Regions with reductions, shape ops or several results are never
 marked.
+
+Reading it back (`matmul_inplace_regions`, `argument_inplace_pairs`): the
+executor re-checks a marker where the region stands (operand k read by the
+region only, result r of its type and a static shape) and asks which regions
+may write into a matmul temporary, and which (argument, result) pairs a
+caller may pass as one array.
+
+Must not: run or allocate anything (runtime), or change a region's math.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from typing import Any
 
 from xdsl.dialects.builtin import DenseArrayBase, i64
 from xdsl.ir import Operation, SSAValue
@@ -107,3 +116,46 @@ def inplace_of(region: Operation) -> tuple[int, int] | None:
     if len(values) != 2:
         return None
     return values[0], values[1]
+
+
+def _checked_markers(block: Any) -> Iterator[tuple[RegionOp, int, int, SSAValue]]:
+    """(region, k, r, operand k) for each region of `block` whose marker
+    still holds where it stands (re-checked, not trusted): k and r in range,
+    operand k read only by the region, of result r's type, static shape."""
+    for op in block.ops:
+        if not isinstance(op, RegionOp):
+            continue
+        marker = inplace_of(op)
+        if marker is None:
+            continue
+        k, r = marker
+        if not (0 <= k < len(op.operands) and 0 <= r < len(op.results)):
+            continue
+        value = op.operands[k]
+        if len(list(value.uses)) != 1 or value.type != op.results[r].type or not _static(value):
+            continue
+        yield op, k, r, value
+
+
+def matmul_inplace_regions(block: Any) -> dict[RegionOp, tuple[int, int]]:
+    """Regions of `block` whose result r may be written into operand k's
+    buffer: operand k is a `prim.matmul` result of the same block (an
+    executor temporary), as `_checked_markers` re-checks."""
+    return {op: (k, r) for op, k, r, value in _checked_markers(block)
+            if isinstance(value.owner, MatmulOp) and value.owner.parent_block() is block}
+
+
+def argument_inplace_pairs(block: Any, returned: list[SSAValue]) -> frozenset[tuple[int, int]]:
+    """(argument i, result j) pairs a caller may pass as one array: a marked
+    region (the body reads operand k at the index it writes result r) whose
+    operand k is block argument i, read by nothing else, and whose result r
+    is `returned[j]` and returned once, with argument i's type."""
+    args = list(block.args)
+    pairs = set()
+    for op, k, r, value in _checked_markers(block):
+        result = op.results[r]
+        if not any(value is a for a in args) or sum(v is result for v in returned) != 1:
+            continue
+        pairs.add((next(i for i, a in enumerate(args) if a is value),
+                   next(j for j, v in enumerate(returned) if v is result)))
+    return frozenset(pairs)

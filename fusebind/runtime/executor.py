@@ -2,7 +2,7 @@
 
 Owns `Executor` (per-signature plan cache, re-planning when the binding
 table's generation moves, argument checks, stats, `explain`) and re-exports
-`compile_one` / `KernelMiss` (resolve.py), `FusedArmMismatch` (plan.py).
+`compile_one` / `KernelMiss` (resolve.py), `FusedArmMismatch` (arms.py).
 
 Flow per call: the fast path first: when the last plan is one fused kernel
 and the table generation has not moved, allocate (or recycle, call.py) the
@@ -55,17 +55,11 @@ from fusebind.runtime.bindings import BindingTable, bindings_generation, global_
 from fusebind.runtime.calibrate import machine_model
 from fusebind.runtime.call import SPLIT_THRESHOLD
 from fusebind.runtime.jit import JitCompiler
-from fusebind.runtime.plan import (
-    ArmStats,
-    FastPath,
-    FusedArmMismatch,
-    FusedArmMismatchWarning,
-    Plan,
-    PlanOptions,
-    UnsupportedOperation,
-    build_plan,
-    describe_decisions,
-)
+from fusebind.dialect.errors import UnsupportedOperation
+from fusebind.runtime.arms import ArmStats, FusedArmMismatch, FusedArmMismatchWarning, describe_decisions
+from fusebind.runtime.builder import PlanOptions
+from fusebind.runtime.plan import Plan, build_plan
+from fusebind.runtime.steps import FastPath
 from fusebind.runtime.resolve import KernelMiss, ResolvedKernel, compile_one
 from fusebind.runtime.specialize import SpecializationError, specialize_function
 

@@ -12,7 +12,7 @@ import fusebind as fb
 from fusebind.compiler.cost import CostEstimate
 from fusebind.runtime.bindings import bindings_generation
 from fusebind.runtime.executor import ArgumentError, FusedArmMismatch
-from fusebind.runtime.plan import FusedArmMismatchWarning
+from fusebind.runtime.arms import FusedArmMismatchWarning
 
 RNG = np.random.default_rng(0)
 

@@ -217,7 +217,7 @@ def test_verify_mode_catches_a_wrong_kernel_in_every_thread(isolated_state: None
 
 def test_verify_warn_mode_returns_the_arm0_values(isolated_state: None) -> None:
     import fusebind as fb
-    from fusebind.runtime.plan import FusedArmMismatchWarning
+    from fusebind.runtime.arms import FusedArmMismatchWarning
 
     n = 4096
     _adopt_wrong(region_text(n, "sub"), n)

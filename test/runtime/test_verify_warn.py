@@ -13,7 +13,7 @@ from fusebind.dialect import parse_module
 from fusebind.lowering import ObjectCache, decompose_region
 from fusebind.runtime.fused_kernels import adopt_runtime_fused
 from fusebind.runtime.kernel import Kernel
-from fusebind.runtime.plan import FusedArmMismatchWarning
+from fusebind.runtime.arms import FusedArmMismatchWarning
 
 pytestmark = pytest.mark.usefixtures("isolated_bindings")
 

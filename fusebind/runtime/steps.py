@@ -1,0 +1,158 @@
+"""How each step kind calls its kernel, and the values steps pass around.
+
+Owns the environment types (`Env`, `Step`, `Alloc`), the alignment rule
+(`contig`: kernels get C-contiguous, aligned arrays; anything else runs
+through an aligned copy, as numpy's own loops do), and the fused-arm call
+kinds: `ThunkStep` (one native call through the thunk; large splittable
+calls in chunks along axis 0 on the split pool), `GuardedStep` (a Python
+callback kernel, called so that what it raised is re-raised) and
+`DescriptorStep` (prepared ctypes descriptors, when no thunk can be made),
+and `FastPath` (the whole plan as one thunk call the executor makes itself).
+
+These are on the hot path: they do what the call needs and nothing more
+(no clock unless profiling, no validation: the executor validated).
+
+Must not: choose arms or verify (arms.py), decide buffers (builder.py), or
+validate user input (executor.py).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from fusebind.dialect.errors import FusebindInternalError
+from fusebind.runtime.call import RECYCLE_MIN_BYTES, SPLIT_THRESHOLD, KernelCall, output_allocator, split_pool
+from fusebind.runtime.dtypes import descriptor_for
+from fusebind.runtime.thunk import ANY_DIM, ThunkCall
+
+Env = list[Any]
+Step = Callable[[Env], None]
+Alloc = Callable[[Env], np.ndarray]
+
+
+def static_shape(value: Any) -> tuple[int, ...] | None:
+    from fusebind.dialect.types import is_static, shape_of
+
+    s = shape_of(value.type)
+    return tuple(int(d) for d in s) if is_static(s) else None  # type: ignore[arg-type]
+
+
+def np_dtype(value: Any) -> np.dtype:
+    from fusebind.dialect.types import elem_of, numpy_dtype
+
+    return numpy_dtype(elem_of(value.type))
+
+
+def contig(a: Any) -> np.ndarray:
+    """`a` as a C-contiguous, aligned array: a copy when it is not both (an
+    unaligned view, e.g. `np.frombuffer(buf, offset=1)`, runs through an
+    aligned copy, as numpy's own loops do; kernels assume aligned elements)."""
+    flags = a.flags
+    if flags.c_contiguous and flags.aligned:
+        return a
+    return np.array(a, order="C", copy=True)
+
+
+class FastPath:
+    """The whole plan as one native call: `function(*args, out)` returns `out`
+    when the kernel ran, None when an argument did not fit (take the slow
+    path). Valid while the table generation equals `generation`.
+
+    `alloc()` gives the output of one call (recycled when large: call.py);
+    large calls use the thunk's GIL-releasing entry, so other Python threads
+    run meanwhile. Callers count each call that ran (`calls += 1`); with
+    `profile`, `function` also adds the kernel call's time to `seconds`
+    (without it, `function` is the bare thunk: nothing is timed)."""
+
+    __slots__ = ("generation", "function", "shape", "dtype", "alloc", "calls", "seconds", "thunk")
+
+    def __init__(self, generation: int, thunk: ThunkCall, shape: tuple[int, ...], dtype: np.dtype,
+                 alloc: Callable[[], np.ndarray] | None = None, profile: bool = False) -> None:
+        self.generation = generation
+        self.thunk = thunk  # keeps the kernel alive
+        large = int(np.prod(shape)) * np.dtype(dtype).itemsize >= RECYCLE_MIN_BYTES
+        raw = thunk.released if large else thunk.function
+        self.function = self._timed(raw) if profile else raw
+        self.shape = shape
+        self.dtype = dtype
+        self.alloc = alloc if alloc is not None else output_allocator(shape, dtype)[0]
+        self.calls = 0
+        self.seconds = 0.0
+
+    def _timed(self, raw: Callable[..., Any]) -> Callable[..., Any]:
+        clock = time.perf_counter
+
+        def timed(*args: Any) -> Any:
+            t = clock()
+            result = raw(*args)
+            if result is not None:  # a declined call ran nothing: the slow path times it
+                self.seconds += clock() - t
+            return result
+        return timed
+
+
+
+class ThunkStep:
+    """A fused-arm call through the thunk; large splittable calls in chunks."""
+
+    def __init__(self, kernel: Any, in_shapes: list[tuple[int, ...]], out_shapes: list[tuple[int, ...]],
+                 splittable: bool, threads: int) -> None:
+        self.thunk = ThunkCall(kernel, [*in_shapes, *out_shapes])
+        out_numel = int(np.prod(out_shapes[0])) if out_shapes else 0
+        lead = out_shapes[0][0] if out_shapes and out_shapes[0] else 0
+        self.chunks = threads if (splittable and threads > 1 and out_numel >= SPLIT_THRESHOLD
+                                  and lead >= threads) else 1
+        self.bounds = [lead * c // self.chunks for c in range(self.chunks + 1)]
+        if self.chunks > 1:  # chunks: any leading size
+            self.chunk_thunk = ThunkCall(kernel, [(ANY_DIM, *s[1:]) for s in (*in_shapes, *out_shapes)])
+
+    def __call__(self, ins: list[Any], outs: list[np.ndarray]) -> None:
+        if self.chunks == 1:
+            if self.thunk.function(*ins, *outs) is None:  # e.g. a non-contiguous input
+                if self.thunk.function(*(contig(np.asarray(a)) for a in ins), *outs) is None:
+                    raise FusebindInternalError(f"fusebind internal error: the call thunk refused validated operands "
+                                       f"{[(np.asarray(a).dtype, np.shape(a)) for a in ins]}")
+            return
+        arrays = [*(contig(np.asarray(a)) for a in ins), *outs]
+        fn = self.chunk_thunk.released
+        b = self.bounds
+        chunks = [[a[b[c]:b[c + 1]] for a in arrays] for c in range(self.chunks)]
+        pool = split_pool(self.chunks)
+        futures = [pool.submit(fn, *chunk) for chunk in chunks[1:]]
+        ok = fn(*chunks[0]) is not None
+        ok = all([f.result() is not None for f in futures]) and ok
+        if not ok:
+            raise FusebindInternalError("fusebind internal error: the call thunk refused a chunk of a split call")
+
+
+class GuardedStep:
+    """A Python-callback kernel (`Kernel.python_callback`): called through
+    `Kernel.__call__`, which re-raises what the callback raised. The thunk and
+    prepared descriptors call the address directly and would lose it."""
+
+    chunks = 1
+
+    def __init__(self, kernel: Any, broadcast_inputs_to: tuple[int, ...] | None) -> None:
+        self.kernel = kernel
+        self.broadcast_inputs_to = broadcast_inputs_to
+
+    def __call__(self, ins: list[Any], outs: list[np.ndarray]) -> None:
+        arrays = [contig(np.asarray(a)) for a in ins]
+        if self.broadcast_inputs_to is not None:
+            arrays = [np.broadcast_to(a, self.broadcast_inputs_to) for a in arrays]
+        self.kernel(*(descriptor_for(a) for a in (*arrays, *outs)))
+
+
+class DescriptorStep:
+    """A fused-arm call through prepared ctypes descriptors (no thunk here)."""
+
+    def __init__(self, call: KernelCall) -> None:
+        self.call = call
+        self.chunks = call.chunks
+
+    def __call__(self, ins: list[Any], outs: list[np.ndarray]) -> None:
+        self.call([*(contig(np.asarray(a)) for a in ins), *outs])
+
