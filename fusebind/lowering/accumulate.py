@@ -31,7 +31,7 @@ result (a full sum, one per row) keeps its total in f64 scalars and is built wit
 `tensor.from_elements`: linalg's fusion cannot then pull the fold, the 1/n and the cast
 into the loop that consumes it (that made layernorm's `x - mean` loop scalar).
 Must not: run MLIR; change integer sums or max/min/prod (exact or order-independent
-already; they stay in `emit.py`).
+already; they stay in `emitter.py`); import `emit`, `emitter` or `rowwise`.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from fusebind.lowering.emit import (_ELEMENT_BYTES, Dim, _ints, _kind, _op_attr, _ttype, _Value,
-                                    element_name, storage)
+from fusebind.lowering.linalg_types import (ELEMENT_BYTES, Dim, Value, element_name, ints, op_attr, op_kind, storage,
+                                            ttype)
 from fusebind.lowering.exprs import Expr, build, leaves
 from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder, is_float
 
@@ -73,7 +73,7 @@ VECTOR_MATH = frozenset({"sqrt", "rsqrt", "absf", "absi", "fma", "floor", "ceil"
 
 def is_blocked(op: Any) -> bool:
     """A float sum or mean over at least one axis: emitted by `blocked_sum`."""
-    if _kind(op) not in ("reduce_sum", "reduce_mean") or len(op.results) != 1 or not op.operands:
+    if op_kind(op) not in ("reduce_sum", "reduce_mean") or len(op.results) != 1 or not op.operands:
         return False
     try:
         if not is_float(element_name(op.results[0].type)):
@@ -81,8 +81,8 @@ def is_blocked(op: Any) -> bool:
     except ScalarEmitError:
         return False
     rank = len(op.operands[0].type.get_shape()) if hasattr(op.operands[0].type, "get_shape") else 0
-    attr = _op_attr(op, "axes")
-    return rank > 0 and (attr is None or bool(_ints(attr)))
+    attr = op_attr(op, "axes")
+    return rank > 0 and (attr is None or bool(ints(attr)))
 
 
 def _scalar_call(line: str) -> bool:
@@ -95,16 +95,16 @@ def vector_lanes(elem: str) -> int:
     """Lanes of one vector register of `elem` on this host (512-bit with AVX-512: codegen.py)."""
     from fusebind.lowering.codegen import host_target
 
-    return (64 if host_target().has_avx512 else 32) // _ELEMENT_BYTES[elem]
+    return (64 if host_target().has_avx512 else 32) // ELEMENT_BYTES[elem]
 
 
-def blocked_sum(em: Any, op: Any, src: "Expr | _Value", out_elem: str, axis_shift: int = 0) -> _Value:
+def blocked_sum(em: Any, op: Any, src: "Expr | Value", out_elem: str, axis_shift: int = 0) -> Value:
     """Emit the float sum/mean `op` of `src` (an Expr or an emitted value); its result.
     `axis_shift`: leading dims `src` lacks relative to the op's operand (row-wise emission)."""
     return _Blocked(em, op, src, out_elem, axis_shift, mapped=False).emit()[1]
 
 
-def blocked_map_sum(em: Any, op: Any, src: Expr, out_elem: str, axis_shift: int = 0) -> tuple[_Value, _Value]:
+def blocked_map_sum(em: Any, op: Any, src: Expr, out_elem: str, axis_shift: int = 0) -> tuple[Value, Value]:
     """`blocked_sum` that also stores the value of `src` (as `map_reduce`: one pass over the
     row computes, stores and sums it). Returns (stored, reduced)."""
     stored, reduced = _Blocked(em, op, src, out_elem, axis_shift, mapped=True).emit()
@@ -117,10 +117,10 @@ State = dict[str, str]  # "w" total, "c" compensation (f64 partials), "e" stored
 
 
 class _Blocked:
-    def __init__(self, em: Any, op: Any, src: "Expr | _Value", out_elem: str, axis_shift: int, mapped: bool):
+    def __init__(self, em: Any, op: Any, src: "Expr | Value", out_elem: str, axis_shift: int, mapped: bool):
         self.em, self.src, self.out_elem, self.mapped = em, src, out_elem, mapped
         self.S: list[Dim] = list(src.shape)
-        self.x = _Value("", self.S, src.elem)
+        self.x = Value("", self.S, src.elem)
         self.r = em._reduction_plan(op, self.x, out_elem, axis_shift)
         self.rank = len(self.S)
         self.k = max(self.r.axes)
@@ -133,8 +133,8 @@ class _Blocked:
         # scalars and the result built with tensor.from_elements, so linalg's fusion cannot
         # pull the fold, the 1/n and the cast into the loop that consumes the result.
         self.scalar = all(d == 1 for d in self.r.out_shape)
-        self.w_t = "f64" if self.scalar else _ttype(self.r.out_shape, "f64")
-        self.e_t = _ttype(self.S, src.elem)
+        self.w_t = "f64" if self.scalar else ttype(self.r.out_shape, "f64")
+        self.e_t = ttype(self.S, src.elem)
         vf = vector_lanes(self.part_elem)
         body = self._trial_body()
         self.vector = self.k == self.rank - 1 and not any(_scalar_call(line) for line in body)
@@ -150,7 +150,7 @@ class _Blocked:
         return b.lines
 
     # -- driver ---------------------------------------------------------
-    def emit(self) -> tuple[_Value | None, _Value]:
+    def emit(self) -> tuple[Value | None, Value]:
         em = self.em
         zero = self._zero_total()
         state: State = {"w": zero}
@@ -159,18 +159,18 @@ class _Blocked:
         if self.mapped:
             state["e"] = em.empty(self.S, self.src.elem)
         state = self._outer(0, {}, state)
-        stored = _Value(state["e"], list(self.S), self.src.elem) if self.mapped else None
+        stored = Value(state["e"], list(self.S), self.src.elem) if self.mapped else None
         if self.scalar:
             return stored, self._scalar_result(state)
-        total = _Value(state["w"], list(self.r.out_shape), "f64")
+        total = Value(state["w"], list(self.r.out_shape), "f64")
         if self.compensated:
             total = em.elementwise(_Binary("neumaier", _neumaier_total),
-                                   [total, _Value(state["c"], list(self.r.out_shape), "f64")], "f64")
+                                   [total, Value(state["c"], list(self.r.out_shape), "f64")], "f64")
         if self.r.base == "mean":
             total = em._scale_by_count(total, self.x, self.r.axes)
         return stored, em._map_unary(total, lambda bb, v: _cast_result(bb, v, self.out_elem), self.out_elem)
 
-    def _scalar_result(self, state: State) -> _Value:
+    def _scalar_result(self, state: State) -> Value:
         """The result of a one-value sum from its scalar total: compensation, 1/n, cast."""
         em = self.em
         b = TextScalarBuilder(em.fresh)
@@ -182,8 +182,8 @@ class _Blocked:
         value = _cast_result(b, total, self.out_elem)
         em.lines.extend(b.lines)
         name = em.fresh("r")
-        em.lines.append(f"{name} = tensor.from_elements {value} : {_ttype(self.r.out_shape, self.out_elem)}")
-        return _Value(name, list(self.r.out_shape), self.out_elem)
+        em.lines.append(f"{name} = tensor.from_elements {value} : {ttype(self.r.out_shape, self.out_elem)}")
+        return Value(name, list(self.r.out_shape), self.out_elem)
 
     def _inverse_count(self, b: TextScalarBuilder) -> str:
         """1/n in f64 for the reduced element count n (NaN for n = 0, as numpy's mean)."""
@@ -283,7 +283,7 @@ class _Blocked:
         straight into the f64 total."""
         s_part = [spec[j][1] if j in spec else d for j, d in enumerate(self.S)]
         leaves = [self._slice(v, spec) for v in self.leaves]
-        e_slice = self._slice(_Value(state["e"], self.S, self.src.elem), spec) if self.mapped else None
+        e_slice = self._slice(Value(state["e"], self.S, self.src.elem), spec) if self.mapped else None
         acc_elem = "f64" if wide else self.part_elem
         into_total = wide and not self.scalar
         acc_init = state["w"] if into_total else self._fill(0.0, acc_elem)
@@ -299,8 +299,8 @@ class _Blocked:
             new["e"] = self._insert(stored, e_slice, state["e"], spec)
         return new
 
-    def _generic(self, leaves: list[_Value], s_part: list[Dim], acc_init: str, acc_elem: str,
-                 e_slice: _Value | None) -> tuple[str | None, str]:
+    def _generic(self, leaves: list[Value], s_part: list[Dim], acc_init: str, acc_elem: str,
+                 e_slice: Value | None) -> tuple[str | None, str]:
         em = self.em
         dims = ", ".join(f"d{j}" for j in range(self.rank))
         ident = f"affine_map<({dims}) -> ({dims})>"
@@ -311,12 +311,12 @@ class _Blocked:
         acc = b.bind(em.fresh("a"), acc_elem)
         combined = b.combine_reassoc("sum", acc, b.cast(root, acc_elem))
         em.called |= b.called
-        acc_t = _ttype(self.r.out_shape, acc_elem)
+        acc_t = ttype(self.r.out_shape, acc_elem)
         outs, out_types, block_args, yields = [], [], [f"{p}: {storage(v.elem)}" for p, v in zip(params, leaves)], []
         if e_slice is not None:
             o = em.fresh("o")
             outs.append(e_slice.name)
-            out_types.append(_ttype(e_slice.shape, e_slice.elem))
+            out_types.append(ttype(e_slice.shape, e_slice.elem))
             block_args.append(f"{o}: {storage(e_slice.elem)}")
             yields.append((root, storage(e_slice.elem)))
         outs.append(acc_init)
@@ -327,7 +327,7 @@ class _Blocked:
         iters = ", ".join(f'"{i}"' for i in self.r.iters)
         em.lines.append(f"{', '.join(names)} = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
                         f"iterator_types = [{iters}]}} ins({', '.join(v.name for v in leaves)} : "
-                        f"{', '.join(_ttype(v.shape, v.elem) for v in leaves)}) "
+                        f"{', '.join(ttype(v.shape, v.elem) for v in leaves)}) "
                         f"outs({', '.join(outs)} : {', '.join(out_types)}) {{")
         em.lines.append(f"^bb0({', '.join(block_args)}):")
         em.lines.extend("  " + line for line in b.lines)
@@ -336,7 +336,7 @@ class _Blocked:
         em.lines.append(f"}} -> ({result_types})" if len(outs) > 1 else f"}} -> {result_types}")
         return (names[0] if e_slice is not None else None), names[-1]
 
-    def _leaf_map(self, v: _Value, s_part: list[Dim]) -> str:
+    def _leaf_map(self, v: Value, s_part: list[Dim]) -> str:
         off = self.rank - len(v.shape)
         dims = ", ".join(f"d{j}" for j in range(self.rank))
         res = ["0" if (d == 1 and s_part[i + off] != 1) else f"d{i + off}" for i, d in enumerate(v.shape)]
@@ -351,7 +351,7 @@ class _Blocked:
         rank = len(self.r.out_shape)
         dims = ", ".join(f"d{j}" for j in range(rank))
         ident = f"affine_map<({dims}) -> ({dims})>"
-        p_t = _ttype(self.r.out_shape, self.part_elem)
+        p_t = ttype(self.r.out_shape, self.part_elem)
         em = self.em
         p, s, c = em.fresh("p"), em.fresh("s"), em.fresh("c")
         b = TextScalarBuilder(em.fresh)
@@ -386,7 +386,7 @@ class _Blocked:
         em = self.em
         b = TextScalarBuilder(em.fresh)
         zeros = ", ".join(em.index(0) for _ in self.r.out_shape)
-        p = b._op(f"tensor.extract {partial}[{zeros}] : {_ttype(self.r.out_shape, elem)}", elem)
+        p = b._op(f"tensor.extract {partial}[{zeros}] : {ttype(self.r.out_shape, elem)}", elem)
         s = b.bind(state["w"], "f64")
         if not self.compensated:
             new = {"w": b.add(s, b.cast(p, "f64"))}
@@ -412,11 +412,11 @@ class _Blocked:
         em.lines.extend(b.lines)
         empty = em.empty(self.r.out_shape, elem)
         filled = em.fresh("f")
-        t = _ttype(self.r.out_shape, elem)
+        t = ttype(self.r.out_shape, elem)
         em.lines.append(f"{filled} = linalg.fill ins({init} : {elem}) outs({empty} : {t}) -> {t}")
         return filled
 
-    def _slice(self, v: _Value, spec: dict[int, tuple[Dim, Dim]]) -> _Value:
+    def _slice(self, v: Value, spec: dict[int, tuple[Dim, Dim]]) -> Value:
         """`v` (aligned to the iteration space from the right) at the slices `spec` of its
         dims; dims `v` broadcasts along are kept whole."""
         off = self.rank - len(v.shape)
@@ -436,17 +436,17 @@ class _Blocked:
             return v
         name = self.em.fresh("sl")
         self.em.lines.append(f"{name} = tensor.extract_slice {v.name}[{_list(offsets)}] [{_list(sizes)}] "
-                             f"[{_list([1] * len(sizes))}] : {_ttype(v.shape, v.elem)} to {_ttype(sizes, v.elem)}")
-        return _Value(name, sizes, v.elem)
+                             f"[{_list([1] * len(sizes))}] : {ttype(v.shape, v.elem)} to {ttype(sizes, v.elem)}")
+        return Value(name, sizes, v.elem)
 
-    def _insert(self, part: str, part_v: _Value, full: str, spec: dict[int, tuple[Dim, Dim]]) -> str:
+    def _insert(self, part: str, part_v: Value, full: str, spec: dict[int, tuple[Dim, Dim]]) -> str:
         if part_v.name == full:  # the slice was the whole value
             return part
         offsets = [spec[j][0] if j in spec and spec[j] != (0, d) else 0 for j, d in enumerate(self.S)]
         name = self.em.fresh("ins")
         self.em.lines.append(f"{name} = tensor.insert_slice {part} into {full}[{_list(offsets)}] "
                              f"[{_list(part_v.shape)}] [{_list([1] * self.rank)}] : "
-                             f"{_ttype(part_v.shape, part_v.elem)} into {self.e_t}")
+                             f"{ttype(part_v.shape, part_v.elem)} into {self.e_t}")
         return name
 
     def _ix(self, op: str, a: Dim, b: Dim) -> Dim:
@@ -530,7 +530,7 @@ def _cast_result(b: TextScalarBuilder, v: str, out_elem: str) -> str:
 
 @dataclass(frozen=True)
 class _Binary:
-    """An elementwise op given by its scalar body (for `_Emitter.elementwise`)."""
+    """An elementwise op given by its scalar body (for `Emitter.elementwise`)."""
 
     name: str
     body: Callable[[TextScalarBuilder, str, str], str]

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 
 from fusebind import __version__
 from fusebind.lowering.cache import CachedObject, ObjectCache, cache_key, default_cache
-from fusebind.lowering.emit import EmittedKernel
+from fusebind.lowering.linalg_types import EmittedKernel
 
 BACKEND = "cpu"
 

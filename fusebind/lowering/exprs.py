@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from fusebind.lowering.emit import Dim, _Value, element_name
+from fusebind.lowering.linalg_types import Dim, Value, element_name
 from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder
 
 
@@ -27,12 +27,12 @@ class Expr:
     """An elementwise op not emitted yet: `op` applied to `args` (Exprs or emitted values)."""
 
     op: Any
-    args: tuple["Expr | _Value", ...]
+    args: tuple["Expr | Value", ...]
     elem: str
     shape: list[Dim]
 
 
-def make_expr(op: Any, args: Iterable["Expr | _Value"]) -> Expr:
+def make_expr(op: Any, args: Iterable["Expr | Value"]) -> Expr:
     args = tuple(args)
     return Expr(op, args, element_name(op.results[0].type), broadcast_dims([list(a.shape) for a in args], op.name))
 
@@ -73,9 +73,9 @@ def deferred_ops(block: Any, ops: list[Any], sink: Callable[[Any], bool], roots:
     return deferred
 
 
-def leaves(node: "Expr | _Value", found: dict[str, _Value]) -> dict[str, _Value]:
+def leaves(node: "Expr | Value", found: dict[str, Value]) -> dict[str, Value]:
     """The emitted values an expression reads, by SSA name, into `found` (returned)."""
-    if isinstance(node, _Value):
+    if isinstance(node, Value):
         found.setdefault(node.name, node)
     else:
         for a in node.args:
@@ -83,9 +83,9 @@ def leaves(node: "Expr | _Value", found: dict[str, _Value]) -> dict[str, _Value]
     return found
 
 
-def build(b: TextScalarBuilder, node: "Expr | _Value", leaf: dict[str, str]) -> str:
+def build(b: TextScalarBuilder, node: "Expr | Value", leaf: dict[str, str]) -> str:
     """The scalar value of `node` in one generic body; `leaf` maps leaf names to scalars."""
-    if isinstance(node, _Value):
+    if isinstance(node, Value):
         return leaf[node.name]
     result = node.op.scalar_body(b, *[build(b, a, leaf) for a in node.args])
     return result if b.elem(result) == node.elem else b.cast(result, node.elem)

@@ -3,7 +3,7 @@ one loop over rows, with the whole prim chain applied to one row at a time.
 
 Owns: `plan_rows` (decides whether a block is row-wise and tags every value)
 and `emit_rows` (the `scf.for` nest over the leading dims, the row slices
-of the inputs, the per-row chain through the ordinary `_Emitter`, and the
+of the inputs, the per-row chain through the ordinary `Emitter`, and the
 in-place write of each result row into a subview of its output memref).
 A row is read from memory once and written once (`prefetch_next_row` asks for
 the next row's lines while this one computes: a 4 KiB row is one page, and the
@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from fusebind.lowering import accumulate, exprs
-from fusebind.lowering.emit import (Dim, TensorSpec, _Emitter, _emit_op, _flag, _ints, _kind, _mtype, _op_attr,
-                                    _out_spec, _ttype, _Value, element_name, storage)
+from fusebind.lowering.emitter import Emitter, emit_op
+from fusebind.lowering.linalg_types import (Dim, TensorSpec, Value, element_name, flag, ints, mtype, op_attr, op_kind,
+                                            out_spec, storage, ttype)
 from fusebind.lowering.scalar_text import TextScalarBuilder, is_float
 
 ROW, ROWSCALAR, BCAST = "row", "rowscalar", "bcast"
@@ -62,7 +63,7 @@ def plan_rows(block: Any) -> RowPlan | str:
     """A `RowPlan` if `block` is row-wise, else a one-line reason why not."""
     terminator = block.last_op
     ops = [op for op in block.ops if op is not terminator]
-    reductions = [op for op in ops if _kind(op).startswith("reduce")]
+    reductions = [op for op in ops if op_kind(op).startswith("reduce")]
     if not reductions:
         return "no reduction"
     first = _shape(reductions[0].operands[0].type)
@@ -70,8 +71,8 @@ def plan_rows(block: Any) -> RowPlan | str:
     lead = -1
     for op in reductions:
         shape = _shape(op.operands[0].type)
-        axes_attr = _op_attr(op, "axes")
-        axes = sorted({a % len(shape) for a in _ints(axes_attr)}) if shape else []
+        axes_attr = op_attr(op, "axes")
+        axes = sorted({a % len(shape) for a in ints(axes_attr)}) if shape else []
         if axes_attr is None:
             axes = list(range(len(shape)))
         if len(shape) != rank or not axes or axes != list(range(axes[0], rank)) or axes[0] < 1:
@@ -105,7 +106,7 @@ def plan_rows(block: Any) -> RowPlan | str:
     if not any(t == ROW for t in tags.values()):
         return "no input varies over the rows"
     for op in ops:
-        kind = _kind(op)
+        kind = op_kind(op)
         if len(op.results) != 1:
             return f"{op.name} has {len(op.results)} results"
         res = op.results[0]
@@ -125,8 +126,8 @@ def plan_rows(block: Any) -> RowPlan | str:
         elif kind.startswith("reduce"):
             if in_tags[0] != ROW:
                 return f"{op.name} reduces a value that does not vary over the rows"
-            keep = _op_attr(op, "keepdims")
-            tags[res] = ROW if (keep is not None and _flag(keep)) else ROWSCALAR
+            keep = op_attr(op, "keepdims")
+            tags[res] = ROW if (keep is not None and flag(keep)) else ROWSCALAR
         elif kind == "constant":
             tag = full_tag(_shape(res.type))
             if tag is None:
@@ -164,8 +165,8 @@ def slice_row(em: Any, value: Any, plan: RowPlan, ivs: list[str]) -> Any:
     name = em.fresh("row")
     inner = list(shape[plan.lead:])
     em.lines.append(f"{name} = tensor.extract_slice {value.name}[{', '.join(offsets)}] [{', '.join(sizes)}] "
-                    f"[{', '.join(['1'] * len(shape))}] : {_ttype(shape, value.elem)} to {_ttype(inner, value.elem)}")
-    return _Value(name, inner, value.elem)
+                    f"[{', '.join(['1'] * len(shape))}] : {ttype(shape, value.elem)} to {ttype(inner, value.elem)}")
+    return Value(name, inner, value.elem)
 
 
 def open_loops(em: Any, plan: RowPlan, batch_dims: Sequence[Any]) -> list[str]:
@@ -250,9 +251,9 @@ class _MulBy:
         return b.mul(x, y)
 
 
-def _is_row_division(op: Any, args: list[_Value]) -> bool:
+def _is_row_division(op: Any, args: list[Value]) -> bool:
     """A float `div` of a row by one value per row (every dim of the divisor's row is 1)."""
-    if _kind(op) != "div" or len(args) != 2 or not is_float(args[0].elem) or args[0].elem != args[1].elem:
+    if op_kind(op) != "div" or len(args) != 2 or not is_float(args[0].elem) or args[0].elem != args[1].elem:
         return False
     num, den = args
     return all(d == 1 for d in den.shape) and any(d != 1 for d in num.shape)
@@ -267,7 +268,7 @@ def _last_uses(block: Any) -> dict[Any, int]:
     return last
 
 
-def _broadcast_shape(args: list[_Value]) -> list[Dim]:
+def _broadcast_shape(args: list[Value]) -> list[Dim]:
     """The shape an elementwise op over `args` produces (trailing alignment, 1 broadcasts)."""
     rank = max((len(a.shape) for a in args), default=0)
     shape: list[Dim] = []
@@ -283,13 +284,13 @@ def _map_reduce_pairs(block: Any, ops: list[Any], plan: Any) -> dict[Any, Any]:
     op is inlined into the reduction and nothing is stored)."""
     pairs: dict[Any, Any] = {}
     for op in ops:
-        if not _kind(op).startswith("reduce"):
+        if not op_kind(op).startswith("reduce"):
             continue
         src = op.operands[0]
         producer = getattr(src, "op", None)
         if producer is None or producer not in ops or not hasattr(producer, "scalar_body"):
             continue
-        if plan.tags.get(src) != ROW or _kind(producer) == "div" or element_name(src.type) == "i1":
+        if plan.tags.get(src) != ROW or op_kind(producer) == "div" or element_name(src.type) == "i1":
             continue
         users = [u for u in block.ops if src in u.operands]  # the terminator too
         if len(users) > 1 and users[0] is op and len(op.results) == 1:
@@ -297,7 +298,7 @@ def _map_reduce_pairs(block: Any, ops: list[Any], plan: Any) -> dict[Any, Any]:
     return pairs
 
 
-def emit_rows(em: _Emitter, block: Any, values: dict[Any, _Value], plan: RowPlan,
+def emit_rows(em: Emitter, block: Any, values: dict[Any, Value], plan: RowPlan,
               dynamic: bool, strided: bool = False) -> tuple[list[TensorSpec], list[str]]:
     """Row-wise form: a loop nest over the leading dims, the chain on one row.
     Returns the output specs and the lines after the loop (none: rows are written in the loop)."""
@@ -310,10 +311,10 @@ def emit_rows(em: _Emitter, block: Any, values: dict[Any, _Value], plan: RowPlan
             if plan.tags[a] == ROW:
                 v = values[a]
                 spec = TensorSpec(v.elem, tuple(d if isinstance(d, int) else None for d in v.shape))
-                em.lines.extend(prefetch_next_row(em, plan, ivs, f"%in{i}", _mtype(spec, False),
+                em.lines.extend(prefetch_next_row(em, plan, ivs, f"%in{i}", mtype(spec, False),
                                                      storage(v.elem), v.shape))
     views_at = len(em.lines)
-    row_values: dict[Any, _Value] = {}
+    row_values: dict[Any, Value] = {}
     for a in block.args:
         row_values[a] = slice_row(em, values[a], plan, ivs)
     ops = [op for op in block.ops if op is not terminator]
@@ -365,8 +366,8 @@ def emit_rows(em: _Emitter, block: Any, values: dict[Any, _Value], plan: RowPlan
         elif dest is not None and list(args[dest].shape) == _broadcast_shape(args):
             v = em.elementwise_into(op, args, out_elem, dest)
         else:
-            v = _emit_op(em, op, args, plan.lead)
-        if _kind(op) == "constant":
+            v = emit_op(em, op, args, plan.lead)
+        if op_kind(op) == "constant":
             v = slice_row(em, v, plan, ivs)
         row_values[op.results[0]] = v
     outputs: list[TensorSpec] = []
@@ -375,13 +376,13 @@ def emit_rows(em: _Emitter, block: Any, values: dict[Any, _Value], plan: RowPlan
     for k, r in enumerate(terminator.operands):
         v = row_values[r]
         full: list[Dim] = batch + list(v.shape) if plan.tags[r] == ROW else list(batch)
-        spec = _out_spec(_Value("", full, v.elem), dynamic)
+        spec = out_spec(Value("", full, v.elem), dynamic)
         outputs.append(spec)
-        name, view_t, view_lines = out_row(em, k, full, spec.shape, _mtype(spec, False), storage(v.elem), ivs,
+        name, view_t, view_lines = out_row(em, k, full, spec.shape, mtype(spec, False), storage(v.elem), ivs,
                                               plan.lead if plan.tags[r] == ROW else len(full))
         views.extend(view_lines)
         writes.append(f"bufferization.materialize_in_destination {v.name} in restrict writable {name} : "
-                      f"({_ttype(v.shape, v.elem)}, {view_t}) -> ()")
+                      f"({ttype(v.shape, v.elem)}, {view_t}) -> ()")
     # the views come first in the loop body, so eliminate-empty-tensors can write each row in place
     em.lines[views_at:views_at] = views
     em.lines.extend(writes)

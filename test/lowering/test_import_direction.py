@@ -52,12 +52,6 @@ MODULE_NAME = re.compile(r"fusebind(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*)?")
 #: Cycles not broken yet: each entry is a set of modules a cycle may stay within (a cycle there passes;
 #: one that leaves it, or any other, fails). Remove an entry once its cycle is broken.
 KNOWN_CYCLES: dict[frozenset[str], str] = {
-    # issue 12 ("circles: lowering/emit.py <-> rowwise.py"): rowwise, accumulate and exprs use emit's private
-    # helpers at module level while emit's driver imports them in functions. The fix moves the shared
-    # vocabulary (specs, type strings, attribute readers, _Value) and the _Emitter out of emit.py, so the
-    # driver imports everything and nothing imports the driver (see the issue 12 report of helper L).
-    frozenset(f"fusebind.lowering.{m}" for m in ("accumulate", "emit", "exprs", "rowwise")):
-        "issue 12: emit <-> rowwise (and accumulate, exprs)",
     # issue 12 (api circles): Tracer (trace.py) dispatches numpy's protocols to the numpy_* modules, which
     # build Tracers; trace <-> capture and weak too. Found when the numpy_* split landed; to be broken by the api.
     frozenset(f"fusebind.api.{m}" for m in (
