@@ -1,8 +1,9 @@
 """The executor: runs one function of a module on numpy arrays.
 
 Owns `Executor` (per-signature plan cache, re-planning when the binding
-table's generation moves, argument checks, stats, `explain`) and re-exports
-`compile_one` / `KernelMiss` (resolve.py), `FusedArmMismatch` (arms.py).
+table's generation moves, stats, `explain`) and re-exports `compile_one` /
+`KernelMiss` (resolve.py), `FusedArmMismatch` (arms.py), `ArgumentError` and
+`format_array_type` (arguments.py, which owns the argument and out= checks).
 
 Flow per call: the fast path first: when the last plan is one fused kernel
 and the table generation has not moved, allocate (or recycle, call.py) the
@@ -30,7 +31,7 @@ was made with `profile=True`, so the fast path stays one native call. With
 it, every call is timed, fast path included (the seconds fields are None
 without it, and the repr says so).
 
-`out=`: the caller's arrays for the results (`check_outputs`: exact
+`out=`: the caller's arrays for the results (`check_outputs`, arguments.py: exact
 dtype and shape, C-contiguous, writeable, no overlap with an input or
 another output, except an argument and result pair `Plan.inplace_args`
 allows, passed as the very same memory); the plan writes into them.
@@ -48,7 +49,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fusebind.dialect.errors import EntryError, FusebindError, FusebindValueError
+from fusebind.dialect.errors import EntryError, FusebindValueError
 from fusebind.runtime import bindings as _bindings
 from fusebind.compiler.cost import MACHINE_CHOICES, MachineModel
 from fusebind.runtime.bindings import BindingTable, bindings_generation, global_bindings, parse_backend
@@ -56,6 +57,13 @@ from fusebind.runtime.calibrate import machine_model
 from fusebind.runtime.call import SPLIT_THRESHOLD
 from fusebind.runtime.jit import JitCompiler
 from fusebind.dialect.errors import UnsupportedOperation
+from fusebind.runtime.arguments import (
+    ArgumentError,
+    check_arguments,
+    check_outputs,
+    fast_out_ok,
+    format_array_type,
+)
 from fusebind.runtime.arms import ArmStats, FusedArmMismatch, FusedArmMismatchWarning, describe_decisions
 from fusebind.runtime.builder import PlanOptions
 from fusebind.runtime.plan import Plan, build_plan
@@ -69,15 +77,6 @@ __all__ = [
 ]
 
 Optimizer = Callable[[Any, BindingTable], Any]
-
-
-class ArgumentError(FusebindError, TypeError, ValueError):
-    """A call argument has the wrong dtype, rank or shape, or the wrong count."""
-
-
-def format_array_type(dtype: Any, shape: Sequence[int | None]) -> str:
-    """`float32[4,8]` (a dynamic dim prints as `?`)."""
-    return f"{np.dtype(dtype)}[{','.join('?' if d is None else str(d) for d in shape)}]"
 
 
 #: what a stats repr says in place of the seconds when calls were not timed
@@ -158,6 +157,10 @@ class Executor:
     are only counted.
     """
 
+    #: the exact argument and out= checks of the slow path (arguments.py)
+    check_arguments = check_arguments
+    check_outputs = check_outputs
+
     def __init__(self, module: Any, entry: str | None = None, *, name: str | None = None,
                  optimize: Optimizer | None = None, backend: str = "cpu", verify: bool = False,
                  verify_action: str = "raise", background: bool = False, threads: int | None = None,
@@ -235,47 +238,6 @@ class Executor:
         stats.calls += 1
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def check_outputs(self, plan: Plan, arrays: Sequence[np.ndarray], out: Any) -> list[np.ndarray | None]:
-        """The caller's `out=` as one entry per result, or ArgumentError naming
-        what does not fit (count, type, dtype, shape, layout, overlap)."""
-        n = len(plan.result_slots)
-        outs = list(out) if isinstance(out, (tuple, list)) else [out]
-        if len(outs) != n:
-            raise ArgumentError(f"fusebind: '{self.name}' returns {n} array{'s' if n != 1 else ''}, but out= gives "
-                                f"{len(outs)}; pass {'one array' if n == 1 else f'a tuple of {n} arrays (or None)'}")
-        checked: list[tuple[str, np.ndarray]] = []
-        for i, (o, (shape, dtype)) in enumerate(zip(outs, plan.result_types)):
-            if o is None:
-                continue
-            label = "out" if n == 1 else f"out[{i}]"
-            want = format_array_type(dtype, shape or ())
-            if not isinstance(o, np.ndarray):
-                raise ArgumentError(f"fusebind: {label} of '{self.name}' must be a numpy array {want}, "
-                                    f"got {type(o).__name__}")
-            if o.dtype != dtype or o.shape != shape:
-                raise ArgumentError(f"fusebind: {label} of '{self.name}': expected {want}, got "
-                                    f"{format_array_type(o.dtype, o.shape)}; results are not cast or broadcast")
-            if not o.flags.c_contiguous:
-                raise ArgumentError(f"fusebind: {label} of '{self.name}' is not C-contiguous (strides {o.strides}); "
-                                    "pass a contiguous array, e.g. np.empty(shape, dtype)")
-            if not o.flags.writeable:
-                raise ArgumentError(f"fusebind: {label} of '{self.name}' is read-only; pass a writeable array")
-            for j, a in enumerate(arrays):
-                if not (np.may_share_memory(a, o) and np.shares_memory(a, o)):
-                    continue
-                if (j, i) in plan.inplace_args and _same_memory(a, o):
-                    continue
-                raise ArgumentError(
-                    f"fusebind: {label} of '{self.name}' overlaps argument '{self.arg_names[j]}' (#{j}) in memory; "
-                    "the kernel would read inputs it has already overwritten. Pass an output array that shares no "
-                    "memory with the inputs (only a region marked fused.inplace may write over its operand)")
-            for other_label, other in checked:
-                if np.may_share_memory(other, o) and np.shares_memory(other, o):
-                    raise ArgumentError(f"fusebind: {label} and {other_label} of '{self.name}' overlap in memory; "
-                                        "pass a separate array for each result")
-            checked.append((label, o))
-        return outs
-
     @property
     def stats(self) -> ExecutorStats:
         """Counters so far (a copy). Fast-path calls count as calls, plan hits
@@ -299,19 +261,6 @@ class Executor:
         if self.options.machine is None:
             self.options.machine = machine_model(self._machine_choice)
         return self.options.machine
-
-    def check_arguments(self, arrays: Sequence[np.ndarray]) -> None:
-        """Raise ArgumentError naming the first argument that does not fit."""
-        names = self.arg_names
-        if len(arrays) != len(self.arg_types):
-            raise ArgumentError(f"fusebind: '{self.name}' takes {len(self.arg_types)} arguments "
-                                f"({', '.join(names)}), got {len(arrays)}")
-        for i, (a, (dtype, shape)) in enumerate(zip(arrays, self.arg_types)):
-            fits = (a.dtype == dtype and a.ndim == len(shape)
-                    and all(d is None or d == s for d, s in zip(shape, a.shape)))
-            if not fits:
-                raise ArgumentError(f"fusebind: argument '{names[i]}' (#{i}) of '{self.name}': expected "
-                                    f"{format_array_type(dtype, shape)}, got {format_array_type(a.dtype, a.shape)}")
 
     def plan_for(self, arrays: Sequence[np.ndarray], sig: Any = None) -> Plan:
         """The current plan for these arguments (built, compiled and cached as needed)."""
@@ -450,28 +399,6 @@ class Executor:
                              f"bound for id {record.fused_id}")
         lines += [f"note: {n}" for n in plan.notes]
         return "\n".join(lines)
-
-
-def fast_out_ok(args: Sequence[Any], out: Any) -> bool:
-    """A cheap sufficient test that `out` may take the fast path: an ndarray
-    with no base, every input an ndarray with no base and not `out` itself.
-    Distinct arrays without a base own distinct allocations (numpy sets
-    `base` on every view and on arrays over borrowed buffers), so they cannot
-    overlap; anything else (views, subclasses, lists, tuples of outputs)
-    takes the slow path, which checks exactly (`check_outputs`). Inlined in
-    the API callables (api/jit.py, api/compile.py) for speed."""
-    if type(out) is not np.ndarray or out.base is not None:
-        return False
-    for a in args:
-        if a is out or type(a) is not np.ndarray or a.base is not None:
-            return False
-    return True
-
-
-def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
-    """`a` and `b` are the very same elements (pointer, shape, strides, dtype)."""
-    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.shape == b.shape
-            and a.strides == b.strides and a.dtype == b.dtype)
 
 
 def _check_machine_choice(machine: Any) -> MachineModel | str | None:
