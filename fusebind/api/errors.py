@@ -13,11 +13,10 @@ support), the numpy-compatible `FusebindAxisError`, `FusebindValueError`,
 from __future__ import annotations
 
 from fusebind.dialect.errors import (
-    EntryError, FusebindAxisError, FusebindError, FusebindIndexError, FusebindOverflowError, FusebindValueError,
-    NumpyMismatchError, UnsupportedOperation,
+    ArgumentError, EntryError, FusebindAxisError, FusebindError, FusebindIndexError, FusebindOverflowError,
+    FusebindValueError, NumpyMismatchError, UnsupportedOperation,
 )
 from fusebind.dialect.prim_division import IntegerPowerError
-from fusebind.runtime.executor import ArgumentError
 
 
 class TraceError(FusebindError, ValueError):

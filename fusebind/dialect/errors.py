@@ -26,6 +26,10 @@ class UnsupportedOperation(FusebindError, TypeError):
     The message names what was asked and what to use instead."""
 
 
+class ArgumentError(FusebindError, TypeError, ValueError):
+    """A call argument has the wrong dtype, rank or shape, or the wrong count."""
+
+
 class FusebindValueError(FusebindError, ValueError):
     """A value numpy would reject with ValueError (e.g. a reduction over an empty axis)."""
 

@@ -25,14 +25,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from fusebind.dialect.errors import FusebindError
+from fusebind.dialect.errors import ArgumentError
 
 if TYPE_CHECKING:
     from fusebind.runtime.plan import Plan
-
-
-class ArgumentError(FusebindError, TypeError, ValueError):
-    """A call argument has the wrong dtype, rank or shape, or the wrong count."""
 
 
 def format_array_type(dtype: Any, shape: Sequence[int | None]) -> str:

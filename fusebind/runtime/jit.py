@@ -51,6 +51,7 @@ from fusebind.compiler.context import DEFAULT_MAX_REGION_OPS, OptimizationContex
 from fusebind.compiler.cost import MachineModel
 from fusebind.compiler.fusion_passes import FuseServices, machine_with, print_remarks, replace_module_body
 from fusebind.compiler.optimize import OptimizeResult, WorkItem, optimize_graph
+from fusebind.compiler.splitting import region_is_splittable
 from fusebind.runtime.bindings import global_bindings
 from fusebind.runtime.calibrate import machine_model, measured_machine
 from fusebind.runtime.kernel import Kernel
@@ -114,33 +115,6 @@ def _default_decompose(region: Any, dtypes: Any, **kwargs: Any) -> Any:
     from fusebind.lowering import decompose_region
 
     return decompose_region(region, dtypes, **kwargs)
-
-
-def region_is_splittable(region: Any) -> bool:
-    """Regions a kernel compiled for dynamic shapes can run in chunks along
-    axis 0: every operand and result has rank >= 1 and the same static
-    leading size, the body is elementwise ops, scalar constants and reductions
-    that keep axis 0, and every operand has the region's full rank (no broadcast operands)."""
-    from fusebind.dialect.prim import ConstantOp, ElementwiseOp, ReductionOp
-    from fusebind.dialect.types import is_static, shape_of
-
-    body = list(region.body.blocks[0].ops)[:-1]
-    if not body:
-        return False
-    for op in body:
-        if isinstance(op, ConstantOp):
-            if shape_of(op.results[0].type):
-                return False  # only scalar constants broadcast into any chunk
-        elif isinstance(op, ReductionOp):
-            if 0 in op.axes_list():
-                return False
-        elif not isinstance(op, ElementwiseOp):
-            return False
-    shapes = [shape_of(v.type) for v in (*region.operands, *region.results)]
-    if not all(is_static(s) and len(s) >= 1 for s in shapes):
-        return False
-    rank = max(len(s) for s in shapes)
-    return len({s[0] for s in shapes}) == 1 and all(len(s) == rank for s in shapes[:len(region.operands)])
 
 
 def _numel(region: Any) -> int:
