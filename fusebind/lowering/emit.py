@@ -45,6 +45,33 @@ def _block_of(region_or_func: Any) -> Any:
     return region_or_func.regions[0].blocks[0]
 
 
+def _check_kernel_ir(block: Any) -> None:
+    """Refuse, as `ScalarEmitError`, the IR shapes a user can write that the emitters do not take:
+    a scalar argument or result, an op with no or several results, an operand from outside the block,
+    a block with no terminator. (Anything else the emitters trip on is a bug and raises as itself.)"""
+    known = set(block.args)
+    for i, arg in enumerate(block.args):
+        if not hasattr(arg.type, "get_shape"):
+            raise ScalarEmitError(f"argument {i} has type {arg.type}; a kernel takes tensors only "
+                                  "(make a scalar a 0-d tensor)")
+    terminator = block.last_op
+    if terminator is None:
+        raise ScalarEmitError("the block is empty: it has no terminator yielding the results")
+    for op in block.ops:
+        outside = [k for k, o in enumerate(op.operands) if o not in known]
+        if outside:
+            raise ScalarEmitError(f"{op.name}: operand {outside[0]} is defined outside the kernel's block; "
+                                  "pass it in as an argument")
+        if op is terminator:
+            break
+        if len(op.results) != 1:
+            raise ScalarEmitError(f"{op.name}: ops with {len(op.results)} results are not lowered")
+        if not hasattr(op.results[0].type, "get_shape"):
+            raise ScalarEmitError(f"{op.name}: its result has type {op.results[0].type}; a kernel computes "
+                                  "on tensors only (make a scalar a 0-d tensor)")
+        known.add(op.results[0])
+
+
 def emit_linalg(region_or_func: Any, name: str = "fb_kernel", *, dynamic: bool = False, strided_inputs: bool = False,
                 fastmath: Callable[[str, str], str | None] | None = None,
                 fastmath_defs: Callable[[Iterable[tuple[str, str]]], str] | None = None,
@@ -61,9 +88,7 @@ def emit_linalg(region_or_func: Any, name: str = "fb_kernel", *, dynamic: bool =
     """
     try:
         return _emit(region_or_func, name, dynamic, strided_inputs, fastmath, fastmath_defs, rowwise)
-    except LoweringError:
-        raise
-    except (ScalarEmitError, AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
+    except ScalarEmitError as exc:  # only what a user's IR can cause; an emitter bug raises as itself
         raise LoweringError.at("emit", f"{type(exc).__name__}: {exc}", _safe_print(region_or_func)) from None
 
 
@@ -79,6 +104,7 @@ def _emit(region_or_func: Any, name: str, dynamic: bool, strided: bool,
           fastmath_defs: Callable[[Iterable[tuple[str, str]]], str] | None, rowwise: bool = True) -> EmittedKernel:
     block = _block_of(region_or_func)
     _check_sizes(block)
+    _check_kernel_ir(block)
     em = Emitter(fastmath)
     values: dict[Any, Value] = {}
     inputs: list[TensorSpec] = []

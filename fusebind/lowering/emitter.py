@@ -392,9 +392,9 @@ def _nested(arr: np.ndarray, fmt: Callable[[Any], str]) -> str:
 
 def emit_op(em: Emitter, op: Any, args: list[Value], axis_shift: int = 0) -> Value:
     kind = op_kind(op)
-    rtype = op.results[0].type
     if len(op.results) != 1:
         raise ScalarEmitError(f"{op.name}: ops with {len(op.results)} results are not lowered")
+    rtype = op.results[0].type
     if hasattr(op, "scalar_body"):
         return em.elementwise(op, args, element_name(rtype))
     if kind.startswith("reduce"):
