@@ -20,7 +20,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fusebind.lowering import accumulate
-from fusebind.lowering.linalg_types import Dim, Value, element_name, flag, ints, op_attr, op_kind, shape_of, storage, ttype
+from fusebind.lowering.linalg_types import (Dim, Value, element_name, flag, ints, op_attr, op_kind, shape_of, storage,
+                                            ttype)
 from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder, is_float
 
 

@@ -23,7 +23,8 @@ Tags: `row` = rank R with leading dims equal to the batch dims (sliced per
 row, leading dims dropped); `rowscalar` = a reduction without keepdims (one
 value per row: rank 0 in the loop); `bcast` = does not vary over rows (rank
 <= R-L, or rank R with leading dims 1), used whole in every row.
-Must not: import `mlir`; change what non-row regions emit (they never come here).
+Must not: import `mlir` or the driver `emit.py` (it imports this module); change what non-row
+regions emit (they never come here).
 Owns also: `prefetch_next_row`.
 """
 
@@ -155,7 +156,7 @@ def subview_type(full: Sequence[Any], memref_shape: Sequence[int | None], lead: 
 
 
 def slice_row(em: Any, value: Any, plan: RowPlan, ivs: list[str]) -> Any:
-    """The row of a full-tensor `value` (an `emit._Value`) at the loop indices: leading dims dropped."""
+    """The row of a full-tensor `value` (a `linalg_types.Value`) at the loop indices: leading dims dropped."""
     shape = value.shape
     if len(shape) <= plan.rank - plan.lead:
         return value  # a broadcast value: used whole in every row
