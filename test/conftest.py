@@ -2,7 +2,9 @@
 so tests never read or write the user's `$XDG_CACHE_HOME/fusebind`, and
 prices with the documented default machine model (`FUSEBIND_MACHINE=default`:
 deterministic decisions, no calibration per session). Tests of the measured
-model opt in explicitly (test/runtime/test_calibrate.py).
+model opt in explicitly (test/runtime/test_calibrate.py). `FUSEBIND_STRICT=1`:
+an internal error while compiling a region raises instead of running the
+region unfused, so bugs cannot hide as "not fused".
 
 A test that needs the default location sets the environment itself
 (pytest's `monkeypatch.setenv`)."""
@@ -22,6 +24,8 @@ def pytest_configure(config: object) -> None:
         _OWN_CACHE.append(path)
         os.environ["FUSEBIND_CACHE_DIR"] = path
     os.environ.setdefault("FUSEBIND_MACHINE", "default")
+    # a fusebind bug while compiling raises instead of degrading silently to arm 0 (runtime/jit.py)
+    os.environ.setdefault("FUSEBIND_STRICT", "1")
 
 
 def pytest_unconfigure(config: object) -> None:

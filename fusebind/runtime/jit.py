@@ -35,10 +35,12 @@ machine=)`), resolved on the first compile, not before.
 
 from __future__ import annotations
 
+import os
 import queue
 import sys
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -46,7 +48,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from fusebind.dialect.errors import FusebindInternalError
+from fusebind.dialect.errors import FusebindError, FusebindInternalError
 from fusebind.compiler.context import DEFAULT_MAX_REGION_OPS, OptimizationContext
 from fusebind.compiler.cost import MachineModel
 from fusebind.compiler.fusion_passes import FuseServices, machine_with, print_remarks, replace_module_body
@@ -65,6 +67,21 @@ from fusebind.runtime.fused_kernels import (
 )
 
 Decompose = Callable[..., Any]
+
+
+class InternalErrorWarning(UserWarning):
+    """A fusebind bug met while compiling a region: the region ran unfused (arm 0) instead."""
+
+
+#: exception types of internal bugs already warned about: one warning per type per process,
+#: like the warnings module's own registry (which a caller's filters may reset)
+_WARNED: set[type] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def strict_mode() -> bool:
+    """FUSEBIND_STRICT=1: internal errors raise instead of degrading to arm 0 (the test suite sets it)."""
+    return os.environ.get("FUSEBIND_STRICT", "").strip() in ("1", "true", "yes", "on")
 
 
 def table_context(backend: str = "cpu", **options: Any) -> OptimizationContext:
@@ -280,9 +297,18 @@ class JitCompiler:
     def _compile(self, key: str, item: WorkItem) -> None:
         record = self.records[key]
         t0 = time.perf_counter()
-        try:
-            if self.before_compile is not None:
+        if self.before_compile is not None:
+            try:
                 self.before_compile(item.name)
+            except Exception as err:  # the caller's hook refused this region: its error, not a fusebind bug
+                self._fail(record, item, err)
+                record.seconds = time.perf_counter() - t0
+                return
+            except BaseException as err:  # KeyboardInterrupt, SystemExit: recorded, then not swallowed
+                self._fail(record, item, err)
+                record.seconds = time.perf_counter() - t0
+                raise
+        try:
             static_id = catalog_id_of(item)
             splittable = region_is_splittable(item.region)
             if static_id is not None:
@@ -309,13 +335,30 @@ class JitCompiler:
                 record.dynamic, record.fused_id = dynamic, fused_id
                 record.from_cache = bool(getattr(decomp, "from_cache", False))
                 self.report.adopted.append(fused_id)
-        except Exception as err:  # a failing compile must not take the caller down: arm 0 stays
+        except FusebindError as err:  # a region fusebind cannot compile (it says why): arm 0 stays
             self._fail(record, item, err)
+        except Exception as err:  # a fusebind bug: arm 0 stays for users, but it must not hide as "not fused"
+            self._fail(record, item, err)
+            self._internal_bug(item, err)
         except BaseException as err:  # KeyboardInterrupt, SystemExit: recorded, then not swallowed
             self._fail(record, item, err)
             raise
         finally:
             record.seconds = time.perf_counter() - t0
+
+    def _internal_bug(self, item: WorkItem, err: Exception) -> None:
+        """An exception that is not an fb error came out of lowering or adoption: a bug. With
+        FUSEBIND_STRICT=1 (the test suite sets it) it raises; otherwise it warns once per
+        exception type per process, and the region runs on arm 0."""
+        what = f"compiling region @{item.name or 'region'}: {type(err).__name__}: {err}"
+        if strict_mode():
+            raise FusebindInternalError(f"fusebind internal error while {what} (FUSEBIND_STRICT=1)") from err
+        with _WARNED_LOCK:
+            if type(err) in _WARNED:
+                return
+            _WARNED.add(type(err))
+        warnings.warn(f"fusebind internal error while {what}; the region runs unfused (arm 0). Please report "
+                      "it; set FUSEBIND_STRICT=1 to raise instead", InternalErrorWarning, stacklevel=2)
 
     def _fail(self, record: CompileRecord, item: WorkItem, err: BaseException) -> None:
         message = f"{type(err).__name__}: {err}"

@@ -49,14 +49,16 @@ def test_sync_jit_adopts_then_fuses(isolated_bindings, cache) -> None:
 
 
 def _failing_decompose(region, dtypes, **kwargs):
-    raise RuntimeError("lowering exploded on purpose")
+    from fusebind.lowering.errors import LoweringError
+
+    raise LoweringError("codegen", "lowering exploded on purpose")
 
 
 def test_failing_compile_is_a_diagnostic_and_region_stays_unfused(isolated_bindings) -> None:
     module = parse_module(CHAIN)
     result, report = optimize_with_jit(module, decompose=_failing_decompose)
     (diag,) = report.diagnostics
-    assert diag.message == "RuntimeError: lowering exploded on purpose"
+    assert diag.message == "LoweringError: lowering failed at stage 'codegen': lowering exploded on purpose"
     assert diag.remark().startswith(f"remark: jit failed id {diag.fused_id} @")
     assert report.adopted == [] and regions(result.module) == []
     assert not fused_kernel_available(diag.fused_id, "cpu")
