@@ -101,6 +101,8 @@ class JitFunction:
         self._executors: dict[Any, Executor] = {}
         #: per trace key (capture.call_key), its traces, newest first: (binding, executor)
         self._entries: dict[Any, list[tuple[Binding, Executor]]] = {}
+        #: trace key -> executor, for traces whose call arguments are the executor's (Binding.plain)
+        self._plain: dict[Any, Executor] = {}
         #: (FastPath of the last plan run, its binding's `bind` or None when the call's
         #: arguments are the kernel's): one attribute, read at once by the fast path
         self._last: tuple[Any, Any] = (None, None)
@@ -151,6 +153,16 @@ class JitFunction:
                 f"fusebind: '{self.name}' was called with keyword argument{'s' if len(kwargs) > 1 else ''} "
                 f"{', '.join(kwargs)}; keyword arguments of jitted functions are not supported yet: pass every "
                 f"argument positionally, in the order of the parameters ({params})")
+        # A signature traced before with plain arguments (arrays only: no scalars, captures or
+        # checks) goes straight to its executor, as before scalars and captures existed.
+        plain = self._plain
+        if plain:
+            sig = tuple([(a.shape, a.dtype) for a in args if type(a) is np.ndarray])
+            ex = plain.get(sig) if len(sig) == len(args) else None
+            if ex is not None:
+                result = ex.run_signature(sig, list(args), out)
+                self._last = (ex.fast, None)
+                return result
         binding, ex, full = self._entry(args)
         result = ex.run_signature(tuple((a.shape, a.dtype) for a in full), full, out)
         self._last = (ex.fast, binding.bind)
@@ -183,6 +195,8 @@ class JitFunction:
         ex = Executor(module, self.name, name=self.name, optimize=default_optimizer(self._options["backend"]),
                       arg_names=names + [f"{cap.name} (captured)" for cap in captures], **self._options)
         self._entries.setdefault(key, []).insert(0, (binding, ex))  # the newest trace is tried first
+        if binding.plain:
+            self._plain[key] = ex
         self._executors[(key, len(self._executors))] = ex
         for check in binding.checks:
             check(args)
