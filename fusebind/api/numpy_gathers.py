@@ -122,16 +122,22 @@ def ediff1d(p: Probe | None, ary: Any, to_end: Any = None, to_begin: Any = None)
     return K.cast(_difference(K.reshape(x, (x.size,)), 0, "numpy.ediff1d"), x.dtype)
 
 
-def repeat(p: Probe | None, a: Any, repeats: Any, axis: Any = None) -> Tracer:
+def _take_positions(a: Any, static: Any, axis: Any, positions: Any, what: str) -> Tracer:
+    """`a` (flattened when `axis` is None) gathered along the axis at `positions(n)`, the
+    static index list numpy's own function gives for `np.arange(n)` (repeat, delete)."""
     graph = K.graph_of(a)
-    _static(graph, repeats, "numpy.repeat")
+    _static(graph, static, what)
     x = tracer(graph, a)
     if axis is None:
         x, ax = K.reshape(x, (x.size,)), 0
     else:
         (ax,) = K.normalize_axes(graph, axis, x.ndim)
-    idx = _positions(graph, lambda: np.repeat(np.arange(x.shape[ax]), repeats), "numpy.repeat")
-    return K.take(x, ax, idx, "numpy.repeat")
+    idx = _positions(graph, lambda: positions(np.arange(x.shape[ax])), what)
+    return K.take(x, ax, idx, what)
+
+
+def repeat(p: Probe | None, a: Any, repeats: Any, axis: Any = None) -> Tracer:
+    return _take_positions(a, repeats, axis, lambda n: np.repeat(n, repeats), "numpy.repeat")
 
 
 def tile(p: Probe | None, A: Any, reps: Any) -> Tracer:
@@ -164,15 +170,7 @@ def resize(p: Probe | None, a: Any, new_shape: Any) -> Tracer:
 
 
 def delete(p: Probe | None, arr: Any, obj: Any, axis: Any = None) -> Tracer:
-    graph = K.graph_of(arr)
-    _static(graph, obj, "numpy.delete")
-    x = tracer(graph, arr)
-    if axis is None:
-        x, ax = K.reshape(x, (x.size,)), 0
-    else:
-        (ax,) = K.normalize_axes(graph, axis, x.ndim)
-    keep = _positions(graph, lambda: np.delete(np.arange(x.shape[ax]), obj), "numpy.delete")
-    return K.take(x, ax, keep, "numpy.delete")
+    return _take_positions(arr, obj, axis, lambda n: np.delete(n, obj), "numpy.delete")
 
 
 def _diagonal(x: Tracer, offset: int, axis1: int, axis2: int, what: str) -> Tracer:
