@@ -32,6 +32,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fusebind.api.errors import ArgumentError, FusebindError, FusebindOverflowError, UnsupportedOperation
+from fusebind.api.numpy_operators import ArrayMethods
+from fusebind.dialect.types import ELEMENT_TYPES, numpy_dtype
+
+#: the numpy dtypes a fusebind array may have -> the element type name of each
+SUPPORTED: dict[np.dtype, str] = {numpy_dtype(name): name for name in ELEMENT_TYPES}
 
 #: the 0-d dtype a Python scalar argument is passed as (its "canonical" weak dtype)
 CANONICAL = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float64)}
@@ -272,8 +277,6 @@ def call_key(args: Sequence[Any], names: Callable[[], list[str]], fn_name: str) 
     argument, the Python type per scalar argument (passed as a 0-d array).
     Raises UnsupportedOperation for arguments that are not arrays (static
     arguments, nested jit) and ArgumentError for unsupported dtypes."""
-    from fusebind.api.trace import SUPPORTED, Tracer
-
     # the common call, every argument an ndarray of a supported dtype: one pass, no per-kind checks
     fast_key = tuple([(a.shape, a.dtype) for a in args if type(a) is np.ndarray])
     if len(fast_key) == len(args) and all(dt in SUPPORTED for _, dt in fast_key):
@@ -286,7 +289,7 @@ def call_key(args: Sequence[Any], names: Callable[[], list[str]], fn_name: str) 
             key.append(kind)
             arrays.append(scalar_array(a, kind, f"argument '{names()[i]}' (#{i}) of '{fn_name}'"))
             continue
-        if isinstance(a, Tracer):
+        if isinstance(a, ArrayMethods):  # a traced array (tracer.Tracer)
             raise UnsupportedOperation(
                 f"fusebind: the jitted function '{fn_name}' is called on traced arrays inside another jitted "
                 "function (nested jit), which is not supported yet; call its plain Python function instead (its "

@@ -21,7 +21,9 @@ from typing import Any
 import numpy as np
 
 from fusebind.api.errors import UnsupportedOperation
-from fusebind.api.trace import Tracer
+from fusebind.api import numpy_dispatch, numpy_ufuncs
+from fusebind.api import numpy_kernels as K
+from fusebind.api.tracer import Tracer
 
 __all__ = ["erf", "exp", "gelu", "layer_norm", "log", "matmul", "maximum", "minimum", "relu", "sigmoid",
            "softmax", "sqrt", "tanh", "where"]
@@ -53,18 +55,13 @@ def _first_tracer(values: tuple, what: str) -> Tracer:
 
 def _float(x: Tracer, what: str) -> Tracer:
     """x in the dtype numpy's float functions compute it in (np.exp's table), or a clear refusal."""
-    from fusebind.api import numpy_kernels as K
-    from fusebind.api.numpy_ufuncs import resolve
-
-    (dt,), _ = resolve(x.graph, np.exp, (x,), f"fusebind.{what}")
+    (dt,), _ = numpy_ufuncs.resolve(x.graph, np.exp, (x,), f"fusebind.{what}")
     return K.cast(x, dt)
 
 
 def _ufunc(ufunc: np.ufunc, what: str, *args: Any) -> Tracer:
-    from fusebind.api.numpy_ufuncs import call
-
     _first_tracer(args, what)
-    return call(ufunc, args, {}, f"fusebind.{what}")
+    return numpy_ufuncs.call(ufunc, args, {}, f"fusebind.{what}")
 
 
 def exp(x: Any) -> Tracer:
@@ -130,10 +127,8 @@ def matmul(a: Any, b: Any) -> Tracer:
 
 def where(cond: Any, a: Any, b: Any) -> Tracer:
     """`a` where `cond` else `b`: numpy.where (values promoted as numpy, Python scalars weak)."""
-    from fusebind.api.numpy_dispatch import call
-
     _first_tracer((cond, a, b), "where")
-    return call(np.where, (cond, a, b), {})
+    return numpy_dispatch.call(np.where, (cond, a, b), {})
 
 
 def softmax(x: Any, axis: int = -1) -> Tracer:

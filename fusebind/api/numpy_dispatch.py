@@ -29,7 +29,8 @@ from fusebind.api import numpy_reductions as R
 from fusebind.api import numpy_shapes as S
 from fusebind.api.numpy_kernels import graph_of, unsupported
 from fusebind.api.numpy_probe import check, probe
-from fusebind.api.trace import Tracer
+from fusebind.api.numpy_ufuncs import call as ufunc_call
+from fusebind.api.tracer import Tracer
 
 la = np.linalg
 
@@ -241,8 +242,6 @@ def attribute(x: Tracer, name: str) -> Any:
     if name in METHOD_FUNCTIONS:
         func = np.conjugate if name == "conj" else getattr(np, name)
         if isinstance(func, np.ufunc):
-            from fusebind.api.numpy_ufuncs import call as ufunc_call
-
             return lambda *args, **kwargs: ufunc_call(func, (x, *args), kwargs)
         return lambda *args, **kwargs: call(func, (x, *args), kwargs)
     if name in _IN_PLACE:

@@ -21,7 +21,7 @@ from fusebind.api import numpy_kernels as K
 from fusebind.api.numpy_kernels import unsupported
 from fusebind.api.numpy_probe import Probe
 from fusebind.api.numpy_ufuncs import ELEMENTWISE, call, to_dtype
-from fusebind.api.trace import Graph, Tracer, as_tracer, weak_kind
+from fusebind.api.tracer import Graph, Tracer, as_tracer, weak_kind
 
 NO = np._NoValue
 

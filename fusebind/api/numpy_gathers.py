@@ -22,7 +22,9 @@ import numpy as np
 from fusebind.api import numpy_kernels as K
 from fusebind.api.numpy_kernels import unsupported, value_error
 from fusebind.api.numpy_probe import Probe
-from fusebind.api.trace import Graph, Tracer, as_tracer
+from fusebind.api.numpy_reductions import reduction
+from fusebind.api.numpy_ufuncs import call
+from fusebind.api.tracer import Graph, Tracer, as_tracer
 
 
 def tracer(graph: Graph, v: Any) -> Tracer:
@@ -92,8 +94,6 @@ def roll(p: Probe | None, a: Any, shift: Any, axis: Any = None) -> Tracer:
 
 
 def _difference(x: Tracer, ax: int, what: str) -> Tracer:
-    from fusebind.api.numpy_ufuncs import call
-
     m = x.shape[ax]
     hi = K.take(x, ax, np.arange(1, m), what)
     lo = K.take(x, ax, np.arange(0, max(m - 1, 0)), what)
@@ -200,8 +200,6 @@ def linalg_diagonal(p: Probe | None, x: Any, /, *, offset: int = 0) -> Tracer:
 
 def trace(p: Probe, a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None,
           out: Any = None) -> Tracer:
-    from fusebind.api.numpy_reductions import reduction
-
     graph = K.graph_of(a)
     if out is not None:
         raise unsupported(graph, "numpy.trace(..., out=...) cannot write into an array inside a traced function")

@@ -25,7 +25,7 @@ from fusebind.api import numpy_kernels as K
 from fusebind.api.numpy_kernels import unsupported, value_error
 from fusebind.api.numpy_linalg import dot, strong
 from fusebind.api.numpy_probe import Probe
-from fusebind.api.trace import Graph, Tracer
+from fusebind.api.tracer import Graph, Tracer
 from fusebind.dialect import prim
 
 

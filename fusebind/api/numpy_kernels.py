@@ -23,7 +23,7 @@ import numpy as np
 from fusebind.api.errors import (
     FusebindAxisError, FusebindError, FusebindIndexError, FusebindValueError, UnsupportedOperation,
 )
-from fusebind.api.trace import SUPPORTED, Graph, Tracer, elem_name
+from fusebind.api.tracer import SUPPORTED, Graph, Tracer, cast  # noqa: F401 (cast: re-exported)
 
 #: the largest intermediate a gather by static indices may build (elements): a
 #: gather is a masked max over the indexed axis, so it costs len(indices) x that axis
@@ -94,16 +94,6 @@ def constant(graph: Graph, value: Any, dtype: Any) -> Tracer:
 def full(graph: Graph, value: Any, dtype: Any, shape: Sequence[int]) -> Tracer:
     """`value` (a scalar) broadcast to `shape`: one element in the IR, not a dense array."""
     return broadcast_to(constant(graph, value, dtype), tuple(shape))
-
-
-def cast(x: Tracer, dtype: Any) -> Tracer:
-    from fusebind.dialect.prim import CastOp
-
-    dt = np.dtype(dtype)
-    if dt == x.dtype:
-        return x
-    check_dtype(x.graph, dt, f"a cast of {x.dtype} to {dt}")
-    return x.graph.add(CastOp(x.value, elem_name(dt)))
 
 
 def op(cls: Any, *xs: Tracer) -> Tracer:
@@ -333,3 +323,40 @@ def matmul(a: Tracer, b: Tracer, name: str = "matmul") -> Tracer:
         counted = matmul(cast(a, np.int64), cast(b, np.int64), name)
         return compare("ne", counted, constant(graph, 0, np.int64))
     return reshape(graph.add(MatmulOp(a2.value, b2.value)), shape)
+
+
+# ---------------------------------------------------------------- gufuncs (np.matmul, np.vecdot, ...)
+_GUFUNC_SIGNATURES = {"vecdot": "(n),(n)->()", "matvec": "(m,n),(n)->(m)", "vecmat": "(n),(n,m)->(m)"}
+
+
+def gufunc(name: str, xs: Sequence[Tracer], what: str, axis: int = -1) -> Tracer:
+    """matmul / vecdot / matvec / vecmat of operands already in the loop dtype (numpy_ufuncs.call)."""
+    from fusebind.dialect.prim import MulOp
+
+    a, b = xs
+    graph = a.graph
+    if name == "matmul":
+        return matmul(a, b, "matmul")
+    sig = _GUFUNC_SIGNATURES[name]
+    need = {"vecdot": (1, 1), "matvec": (2, 1), "vecmat": (1, 2)}[name]
+    for i, (t, r) in enumerate(zip((a, b), need)):
+        if t.ndim < r:
+            raise value_error(graph, f"{name}: Input operand {i} does not have enough dimensions (has {t.ndim}, "
+                                     f"gufunc core with signature {sig} requires {r})")
+    if name == "vecdot":
+        a = transpose(a, [i for i in range(a.ndim) if i != axis % a.ndim] + [axis % a.ndim])
+        b = transpose(b, [i for i in range(b.ndim) if i != axis % b.ndim] + [axis % b.ndim])
+    n_a = a.shape[-1]
+    n_b = b.shape[-2] if name == "vecmat" else b.shape[-1]
+    if n_a != n_b:
+        raise value_error(graph, f"{name}: Input operand 1 has a mismatch in its core dimension 0, with gufunc "
+                                 f"signature {sig} (size {n_b} is different from {n_a})")
+    if name == "vecdot":
+        check_broadcast(graph, a.shape[:-1], b.shape[:-1])
+        prod = logical_and(a, b) if a.dtype == np.bool_ else op(MulOp, a, b)
+        return reduce("any" if a.dtype == np.bool_ else "sum", prod, (len(prod.shape) - 1,))
+    if name == "matvec":
+        r = matmul(a, reshape(b, b.shape + (1,)), name)
+        return reshape(r, r.shape[:-1])
+    r = matmul(reshape(a, a.shape[:-1] + (1, n_a)), b, name)
+    return reshape(r, r.shape[:-2] + r.shape[-1:])

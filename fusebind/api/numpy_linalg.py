@@ -24,7 +24,8 @@ import numpy as np
 from fusebind.api import numpy_kernels as K
 from fusebind.api.numpy_kernels import unsupported, value_error
 from fusebind.api.numpy_probe import Probe
-from fusebind.api.trace import Graph, Tracer, as_tracer
+from fusebind.api.numpy_ufuncs import call
+from fusebind.api.tracer import Graph, Tracer, as_tracer
 from fusebind.dialect import prim
 
 
@@ -43,8 +44,6 @@ def _common(graph: Graph, *xs: Tracer, what: str) -> list[Tracer]:
 
 
 def _multiply(a: Any, b: Any, what: str) -> Tracer:
-    from fusebind.api.numpy_ufuncs import call
-
     return call(np.multiply, (a, b), {}, what, strong=True)
 
 
@@ -161,50 +160,11 @@ def linalg_tensordot(p: Probe | None, x1: Any, x2: Any, *, axes: Any = 2) -> Tra
     return tensordot(p, x1, x2, axes)
 
 
-# ---------------------------------------------------------------- gufuncs
-_SIGNATURES = {"vecdot": "(n),(n)->()", "matvec": "(m,n),(n)->(m)", "vecmat": "(n),(n,m)->(m)"}
-
-
-def gufunc(name: str, xs: Sequence[Tracer], what: str, axis: int = -1) -> Tracer:
-    """matmul / vecdot / matvec / vecmat of operands already in the loop dtype."""
-    a, b = xs
-    graph = a.graph
-    if name == "matmul":
-        return K.matmul(a, b, "matmul")
-    sig = _SIGNATURES[name]
-    need = {"vecdot": (1, 1), "matvec": (2, 1), "vecmat": (1, 2)}[name]
-    for i, (t, r) in enumerate(zip((a, b), need)):
-        if t.ndim < r:
-            raise value_error(graph, f"{name}: Input operand {i} does not have enough dimensions (has {t.ndim}, "
-                                     f"gufunc core with signature {sig} requires {r})")
-    if name == "vecdot":
-        a = K.transpose(a, [i for i in range(a.ndim) if i != axis % a.ndim] + [axis % a.ndim])
-        b = K.transpose(b, [i for i in range(b.ndim) if i != axis % b.ndim] + [axis % b.ndim])
-    n_a = a.shape[-1]
-    n_b = b.shape[-2] if name == "vecmat" else b.shape[-1]
-    if n_a != n_b:
-        raise value_error(graph, f"{name}: Input operand 1 has a mismatch in its core dimension 0, with gufunc "
-                                 f"signature {sig} (size {n_b} is different from {n_a})")
-    if name == "vecdot":
-        K.check_broadcast(graph, a.shape[:-1], b.shape[:-1])
-        prod = K.logical_and(a, b) if a.dtype == np.bool_ else K.op(prim.MulOp, a, b)
-        return K.reduce("any" if a.dtype == np.bool_ else "sum", prod, (len(prod.shape) - 1,))
-    if name == "matvec":
-        r = K.matmul(a, K.reshape(b, b.shape + (1,)), name)
-        return K.reshape(r, r.shape[:-1])
-    r = K.matmul(K.reshape(a, a.shape[:-1] + (1, n_a)), b, name)
-    return K.reshape(r, r.shape[:-2] + r.shape[-1:])
-
-
 def linalg_vecdot(p: Probe | None, x1: Any, x2: Any, *, axis: int = -1) -> Tracer:
-    from fusebind.api.numpy_ufuncs import call
-
     return call(np.vecdot, (x1, x2), {"axis": axis}, "numpy.linalg.vecdot")
 
 
 def linalg_matmul(p: Probe | None, x1: Any, x2: Any) -> Tracer:
-    from fusebind.api.numpy_ufuncs import call
-
     return call(np.matmul, (x1, x2), {}, "numpy.linalg.matmul")
 
 
@@ -215,8 +175,6 @@ def _sum(x: Tracer, axes: Sequence[int], keepdims: bool) -> Tracer:
 
 def norm(p: Probe | None, x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Tracer:
     """numpy.linalg.norm, following numpy's code path for each ord."""
-    from fusebind.api.numpy_ufuncs import call
-
     graph = K.graph_of(x)
     t = strong(graph, x)
     if t.dtype.kind != "f":

@@ -1,13 +1,17 @@
 """The Python operators and ndarray methods of a traced array, as numpy defines them.
 
-Owns `ArrayMethods`, the base of `trace.Tracer`: every operator (`+`, `@`,
+Owns `ArrayMethods`, the base of `tracer.Tracer` (so `isinstance(v,
+ArrayMethods)` is "v is a traced array" for the modules below the tracer,
+capture.call_key): every operator (`+`, `@`,
 `**`, `&`, the comparisons, the in-place forms, unary `-`, `~`, `abs`) as
 numpy's ufunc on the operands (numpy_ufuncs.binop; Python's own answer when
 both are Python scalars), the ndarray methods as the numpy functions of the
 same name (numpy_dispatch), `len()`, iteration over axis 0 and basic
 indexing (static shapes, as JAX does), and the conversions that would need
 values a trace does not have (`bool()`, `int()`, `float()`, `np.asarray`),
-which raise `fb.UnsupportedOperation` saying what to use instead.
+which raise `fb.UnsupportedOperation` saying what to use instead. Each
+calls its implementation through `handlers.NUMPY` (bound late by trace.py),
+so this module imports no numpy_* module above it.
 
 Must not: build IR itself, or promote dtypes by its own rules (numpy_ufuncs
 and numpy_dispatch do both, numpy's way).
@@ -20,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from fusebind.api.errors import UnsupportedOperation
+from fusebind.api.handlers import NUMPY
 
 
 class ArrayMethods:
@@ -33,44 +38,28 @@ class ArrayMethods:
     # ------------------------------------------------------------ values a trace does not have
     # Each of these needs the array's values; they raise numpy_dispatch.no_value's UnsupportedOperation.
     def __bool__(self) -> bool:
-        from fusebind.api.numpy_dispatch import no_value
-
-        raise no_value(self, "bool")
+        raise NUMPY.no_value(self, "bool")
 
     def __index__(self) -> int:
-        from fusebind.api.numpy_dispatch import no_value
-
-        raise no_value(self, "operator.index")
+        raise NUMPY.no_value(self, "operator.index")
 
     def __int__(self) -> int:
-        from fusebind.api.numpy_dispatch import no_value
-
-        raise no_value(self, "int")
+        raise NUMPY.no_value(self, "int")
 
     def __float__(self) -> float:
-        from fusebind.api.numpy_dispatch import no_value
-
-        raise no_value(self, "float")
+        raise NUMPY.no_value(self, "float")
 
     def __complex__(self) -> complex:
-        from fusebind.api.numpy_dispatch import no_value
-
-        raise no_value(self, "complex")
+        raise NUMPY.no_value(self, "complex")
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        from fusebind.api.numpy_dispatch import no_value
-
-        raise no_value(self, "array")
+        raise NUMPY.no_value(self, "array")
 
     def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
-        from fusebind.api.numpy_dispatch import no_value
-
-        raise no_value(self, "array")
+        raise NUMPY.no_value(self, "array")
 
     def __dlpack_device__(self) -> Any:
-        from fusebind.api.numpy_dispatch import no_value
-
-        raise no_value(self, "array")
+        raise NUMPY.no_value(self, "array")
 
     # ------------------------------------------------------------ static shapes: len, iteration, indexing
     def __len__(self) -> int:
@@ -86,9 +75,7 @@ class ArrayMethods:
         return (self[i] for i in range(self.shape[0]))
 
     def __getitem__(self, key: Any) -> "Tracer":
-        from fusebind.api.numpy_shapes import getitem
-
-        return getitem(self, key)
+        return NUMPY.getitem(self, key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         raise UnsupportedOperation(f"fusebind: in '{self.graph.fn_name}': traced arrays are immutable (x[...] = v "
@@ -97,14 +84,10 @@ class ArrayMethods:
     # ------------------------------------------------------------ operators
     # numpy's ufuncs (numpy_ufuncs.binop): Python's answer when both operands are Python scalars.
     def _op(self, name: str, a: Any, b: Any) -> Any:
-        from fusebind.api.numpy_ufuncs import binop
-
-        return binop(getattr(np, name), a, b)
+        return NUMPY.binop(getattr(np, name), a, b)
 
     def _iop(self, name: str, o: Any) -> Any:
-        from fusebind.api.numpy_ufuncs import inplace
-
-        return inplace(getattr(np, name), self, o)
+        return NUMPY.inplace(getattr(np, name), self, o)
 
     def __add__(self, o: Any) -> Any: return self._op("add", self, o)
     def __radd__(self, o: Any) -> Any: return self._op("add", o, self)
@@ -155,89 +138,41 @@ class ArrayMethods:
     def __ior__(self, o: Any) -> Any: return self._iop("bitwise_or", o)
     def __ixor__(self, o: Any) -> Any: return self._iop("bitwise_xor", o)
 
-    def __neg__(self) -> Any:
-        from fusebind.api.numpy_ufuncs import call
-        from fusebind.api.trace import weak_bool_as_int, weak_kind
-        from fusebind.dialect.prim import NegOp
-
-        kind = weak_kind(self)
-        if kind is bool:
-            return -weak_bool_as_int(self)  # -True is -1 in Python
-        if kind is not None:
-            return self.graph.add(NegOp(self.value))  # a Python scalar stays one (Graph.add)
-        return call(np.negative, (self,), {}, "unary minus")
-
-    def __pos__(self) -> Any:
-        from fusebind.api.numpy_ufuncs import call
-        from fusebind.api.trace import weak_kind
-
-        if weak_kind(self) is not None:
-            return self
-        return call(np.positive, (self,), {}, "unary plus")
-
-    def __abs__(self) -> Any:
-        from fusebind.api.numpy_ufuncs import call
-        from fusebind.api.trace import weak_bool_as_int, weak_kind
-        from fusebind.dialect.prim import AbsOp
-
-        kind = weak_kind(self)
-        if kind is bool:
-            return abs(weak_bool_as_int(self))
-        if kind is not None:
-            return self.graph.add(AbsOp(self.value))
-        return call(np.absolute, (self,), {}, "abs")
+    # unary operators: numpy's ufunc, or Python's answer for a Python scalar (numpy_ufuncs.unary_operator)
+    def __neg__(self) -> Any: return NUMPY.unary("-", self)
+    def __pos__(self) -> Any: return NUMPY.unary("+", self)
+    def __abs__(self) -> Any: return NUMPY.unary("abs", self)
+    def __invert__(self) -> Any: return NUMPY.unary("~", self)
 
     def __round__(self, ndigits: Any = None) -> Any:
         raise UnsupportedOperation(f"fusebind: in '{self.graph.fn_name}': round() of an array: numpy.ndarray "
                                    "doesn't define __round__ (numpy raises TypeError too); fusebind has no rounding "
                                    "op, so round outside the jitted function")
 
-    def __invert__(self) -> Any:
-        from fusebind.api.numpy_ufuncs import call
-        from fusebind.api.trace import binary, weak_kind
-
-        if weak_kind(self) is not None:
-            return binary("sub", -1, self)  # Python: ~n == -1 - n (~True == -2)
-        return call(np.invert, (self,), {}, "~")
-
     # ------------------------------------------------------------ methods
     # Each is numpy.<name>(x, ...) (numpy_dispatch.call): the same probe, axis checks and dtypes.
     def sum(self, *args: Any, **kwargs: Any) -> Any:
-        from fusebind.api.numpy_dispatch import call
-
-        return call(np.sum, (self, *args), kwargs)
+        return NUMPY.function(np.sum, (self, *args), kwargs)
 
     def max(self, *args: Any, **kwargs: Any) -> Any:
-        from fusebind.api.numpy_dispatch import call
-
-        return call(np.max, (self, *args), kwargs)
+        return NUMPY.function(np.max, (self, *args), kwargs)
 
     def min(self, *args: Any, **kwargs: Any) -> Any:
-        from fusebind.api.numpy_dispatch import call
-
-        return call(np.min, (self, *args), kwargs)
+        return NUMPY.function(np.min, (self, *args), kwargs)
 
     def mean(self, *args: Any, **kwargs: Any) -> Any:
-        from fusebind.api.numpy_dispatch import call
-
-        return call(np.mean, (self, *args), kwargs)
+        return NUMPY.function(np.mean, (self, *args), kwargs)
 
     def reshape(self, *shape: Any, order: str = "C", copy: Any = None) -> Any:
-        from fusebind.api.numpy_dispatch import call
-
         dims = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        return call(np.reshape, (self, tuple(dims)), {"order": order, "copy": copy})
+        return NUMPY.function(np.reshape, (self, tuple(dims)), {"order": order, "copy": copy})
 
     def transpose(self, *axes: Any) -> Any:
-        from fusebind.api.numpy_dispatch import call
-
         perm = axes[0] if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))) else axes
-        return call(np.transpose, (self, tuple(perm) if perm else None), {})
+        return NUMPY.function(np.transpose, (self, tuple(perm) if perm else None), {})
 
     def flatten(self, order: str = "C") -> Any:
-        from fusebind.api.numpy_dispatch import call
-
-        return call(np.ravel, (self, order), {})
+        return NUMPY.function(np.ravel, (self, order), {})
 
     def copy(self, order: str = "K") -> "Tracer":
         return self
@@ -248,9 +183,7 @@ class ArrayMethods:
 
     @property
     def mT(self) -> Any:
-        from fusebind.api.numpy_dispatch import call
-
-        return call(np.matrix_transpose, (self,), {})
+        return NUMPY.function(np.matrix_transpose, (self,), {})
 
     @property
     def real(self) -> "Tracer":
@@ -258,9 +191,7 @@ class ArrayMethods:
 
     @property
     def imag(self) -> Any:
-        from fusebind.api.numpy_dispatch import call
-
-        return call(np.imag, (self,), {})
+        return NUMPY.function(np.imag, (self,), {})
 
     @property
     def itemsize(self) -> int:
@@ -272,8 +203,6 @@ class ArrayMethods:
 
     def __getattr__(self, name: str) -> Any:
         """The other ndarray methods: numpy.<name>(x, ...) where that is the same, else a clear refusal."""
-        from fusebind.api.numpy_dispatch import attribute, has_attribute
-
-        if name.startswith("_") or not has_attribute(name) or "graph" not in self.__dict__:
+        if name.startswith("_") or not NUMPY.has_attribute(name) or "graph" not in self.__dict__:
             raise AttributeError(f"'Tracer' object has no attribute '{name}'")
-        return attribute(self, name)
+        return NUMPY.attribute(self, name)

@@ -27,7 +27,7 @@ import numpy as np
 
 from fusebind.api.errors import FusebindError, NumpyMismatchError
 from fusebind.api.numpy_kernels import from_numpy_error, prefix
-from fusebind.api.trace import Graph, Tracer, weak_kind
+from fusebind.api.tracer import Graph, Tracer, weak_kind
 
 #: inputs up to this many elements (all tracers together) are probed at full size
 PROBE_LIMIT = 1 << 16

@@ -23,7 +23,8 @@ import numpy as np
 from fusebind.api import numpy_kernels as K
 from fusebind.api.numpy_kernels import unsupported
 from fusebind.api.numpy_probe import Probe, check, probe
-from fusebind.api.trace import Graph, Tracer, as_tracer
+from fusebind.api.numpy_ufuncs import call
+from fusebind.api.tracer import Graph, Tracer, as_tracer
 from fusebind.dialect import prim
 
 NO = np._NoValue
@@ -145,8 +146,6 @@ def _var(what: str, root: bool) -> Any:
     def f(p: Probe, a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,
           keepdims: Any = NO, *, where: Any = NO, mean: Any = NO, correction: Any = NO) -> Tracer:
         """numpy's _var: mean in the accumulation dtype, then the mean squared deviation / (n - ddof)."""
-        from fusebind.api.numpy_ufuncs import call
-
         graph = K.graph_of(a)
         _no_out(graph, out, what)
         if (_given(where) and where is not True) or _given(mean):
@@ -170,8 +169,6 @@ var, std = _var("numpy.var", False), _var("numpy.std", True)
 
 
 def ptp(p: Probe, a: Any, axis: Any = None, out: Any = None, keepdims: Any = NO) -> Tracer:
-    from fusebind.api.numpy_ufuncs import call
-
     graph = K.graph_of(a)
     _no_out(graph, out, "numpy.ptp")
     x = tracer(graph, a)

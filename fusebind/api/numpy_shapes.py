@@ -26,7 +26,7 @@ import numpy as np
 from fusebind.api import numpy_kernels as K
 from fusebind.api.numpy_kernels import unsupported
 from fusebind.api.numpy_probe import Probe, probe
-from fusebind.api.trace import Graph, Tracer, as_tracer
+from fusebind.api.tracer import Graph, Tracer, as_tracer
 
 NO = np._NoValue
 

@@ -22,8 +22,11 @@ from typing import Any, Callable
 import numpy as np
 
 from fusebind.api import numpy_kernels as K
+from fusebind.api.handlers import NUMPY
 from fusebind.api.numpy_kernels import unsupported
-from fusebind.api.trace import SUPPORTED, Graph, Tracer, _check_broadcast, _weak_operand, as_tracer, binary, weak_kind
+from fusebind.api.tracer import (
+    SUPPORTED, Graph, Tracer, _check_broadcast, _weak_operand, as_tracer, binary, weak_bool_as_int, weak_kind,
+)
 from fusebind.dialect import prim
 
 _COMPARE = {"less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge", "equal": "eq",
@@ -259,9 +262,7 @@ def call(ufunc: np.ufunc, inputs: tuple, kwargs: dict, what: str | None = None, 
     ins, outs = resolve(graph, ufunc, inputs, what, dtype, signature, casting, strong)
     xs = [to_dtype(graph, v, dt, strong) for v, dt in zip(inputs, ins)]
     if impl is None:
-        from fusebind.api.numpy_linalg import gufunc
-
-        result = gufunc(name, xs, what, axis)
+        result = K.gufunc(name, xs, what, axis)
     else:
         if len(xs) > 1:
             _check_broadcast(graph, symbol or what, *xs)
@@ -281,9 +282,7 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
     if method == "__call__":
         return call(ufunc, inputs, kwargs)
     if method == "reduce":
-        from fusebind.api.numpy_reductions import ufunc_reduce
-
-        return ufunc_reduce(ufunc, inputs, kwargs)
+        return NUMPY.ufunc_reduce(ufunc, inputs, kwargs)  # numpy_reductions (above this module), bound late
     if method == "outer":
         if ufunc.nin != 2 or ufunc.__name__ in _GUFUNCS:
             raise unsupported(graph, f"{name}.outer: outer product only for binary ufuncs (numpy refuses it too)")
@@ -367,3 +366,20 @@ def inplace(ufunc: np.ufunc, x: Tracer, o: Any) -> Any:
         raise K.value_error(graph, f"non-broadcastable output operand with shape {x.shape} doesn't match the "
                                    f"broadcast shape {result.shape}")
     return K.cast(result, x.dtype)
+
+
+def unary_operator(symbol: str, x: Tracer) -> Any:
+    """`-x`, `+x`, `abs(x)`, `~x`: numpy's ufunc; of a Python scalar (weak), Python's answer, a Python
+    scalar still (Graph.add keeps -s and abs(s) weak; -True is -1, ~True is -2)."""
+    kind = weak_kind(x)
+    if symbol == "+":
+        return x if kind is not None else call(np.positive, (x,), {}, "unary plus")
+    if symbol == "~":
+        return binary("sub", -1, x) if kind is not None else call(np.invert, (x,), {}, "~")
+    neg = symbol == "-"
+    if kind is bool:
+        t = weak_bool_as_int(x)
+        return unary_operator(symbol, t)
+    if kind is not None:
+        return x.graph.add((prim.NegOp if neg else prim.AbsOp)(x.value))
+    return call(np.negative if neg else np.absolute, (x,), {}, "unary minus" if neg else "abs")

@@ -1,338 +1,48 @@
-"""Tracing a Python function over arrays into a module of prim ops.
+"""Tracing a Python function over arrays into a module of prim ops, and the wiring of the numpy layer.
 
-Owns `Tracer` (a symbolic array with numpy-style operators and methods),
-`trace(fn, arrays, names)` / `trace_graph` and the dtype rules: numpy
-promotion between arrays, NEP 50 for Python scalars (weak: `f32_array *
-2.0` stays float32; the rules themselves are in weak.py), numpy scalars are
-strong (`np.float64(2) * f32_array` is float64). Python scalars are weak
-wherever they come from: literals, scalar arguments (0-d arguments whose
-value is not in the trace), and Python arithmetic on them (`Graph.weak`,
-with a recipe per value for the call-time checks). An array, list or tuple
-the function reads from outside its arguments becomes a hidden argument
-(`capture_array`, capture.py); numpy scalars and `fb.constant` arrays are
-baked in as constants.
+Owns `trace(fn, arrays, names)` / `trace_graph` (the function's arguments
+become block arguments, its arrays hidden ones; see tracer.py for the
+traced array and its dtype rules, capture.py for the call boundary), and
+the one place the numpy layer is wired: a `Tracer`'s operators and numpy
+protocols are implemented by the numpy_* modules, which the tracer may not
+import (they build Tracers: an import circle), so this module, above all of
+them, installs them into `handlers.NUMPY` at its import. Every traced array
+is made by `trace_graph`, so the handlers are in place before the first.
 
-Must not: run anything (the executor does), or know about kernels.
+Re-exports the tracer's names (`Tracer`, `Graph`, `SUPPORTED`, ...) for the
+modules above the numpy layer.
+
+Must not: be imported by a numpy_* module or the tracer (the circle this
+module exists to break), run anything (the executor does), or know about
+kernels.
 """
 
 from __future__ import annotations
 
 import inspect
-import operator
 from typing import Any, Callable, Sequence
 
 import numpy as np
 from xdsl.dialects import func as func_d
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, Region
+from xdsl.ir import Region
 
-from fusebind.api.capture import (
-    CANONICAL, Capture, ConstantArray, FusebindOverflowError, make_capture, scalar_kind,
+from fusebind.api import numpy_dispatch, numpy_reductions, numpy_shapes, numpy_ufuncs
+from fusebind.api.capture import scalar_kind
+from fusebind.api.errors import UnsupportedOperation
+from fusebind.api.handlers import NUMPY
+from fusebind.api.tracer import (  # noqa: F401 (re-exported)
+    SUPPORTED, Graph, Tracer, _shape_str, as_tracer, binary, cast, elem_name, weak_kind,
 )
-from fusebind.api.errors import TraceError, UnsupportedOperation
-from fusebind.api.numpy_operators import ArrayMethods
-from fusebind.api.weak import COMPARE, PY_OP, Recipe, fits_check, python_kind, type_check, weak_dtype
-from fusebind.api.weak import weak_result as _weak_result  # noqa: F401 (the old name, kept for importers)
+from fusebind.dialect.types import tensor_type
 
-SUPPORTED = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64", np.dtype(np.int32): "i32",
-             np.dtype(np.int64): "i64", np.dtype(np.bool_): "i1"}
-
-
-def elem_name(dtype: np.dtype) -> str:
-    return SUPPORTED[np.dtype(dtype)]
-
-
-#: unary ops that keep a Python scalar a Python scalar (Graph.add): op class name -> (Python op, text)
-_WEAK_UNARY: dict[str, tuple[Callable[[Any], Any], str]] = {"NegOp": (operator.neg, "-"), "AbsOp": (abs, "abs")}
-
-
-class Graph:
-    """The block being built and what the error messages need.
-
-    `weak`: the values that are Python scalars in the eager program (scalar
-    arguments, literals and Python arithmetic on them), each with its
-    Python type, a recipe computing it from the call's arguments and its
-    text; `checks`: what the call must verify first (capture.Binding);
-    `captures`: arrays read from outside the arguments, by id (one hidden
-    argument each, see `capture_array`); `fn`: the traced function."""
-
-    def __init__(self, fn_name: str, arg_desc: str, fn: Any = None) -> None:
-        self.fn_name = fn_name
-        self.arg_desc = arg_desc
-        self.block = Block()
-        self.fn = fn
-        self.weak: dict[Any, tuple[type, Recipe, str]] = {}
-        self.checks: list[Callable[[Sequence[Any]], None]] = []
-        self.captures: dict[int, tuple[Capture, "Tracer"]] = {}
-
-    def add(self, op: Any) -> "Tracer":
-        self.block.add_op(op)
-        unary = _WEAK_UNARY.get(type(op).__name__)
-        if unary is not None and op.operands[0] in self.weak:
-            kind, recipe, text = self.weak[op.operands[0]]  # -s and abs(s) of a Python int/float stay one
-            if kind is not bool:
-                py, name = unary
-                self.weak[op.results[0]] = (kind, lambda args: py(recipe(args)), f"{name}({text})")
-        return Tracer(self, op.results[0])
-
-    def error(self, what: str) -> TraceError:
-        return TraceError(f"fusebind: in '{self.fn_name}' ({self.arg_desc}): {what}")
-
-
-def _shape_str(shape: Sequence[int]) -> str:
-    return "[" + ",".join(str(d) for d in shape) + "]"
-
-
-class Tracer(ArrayMethods):
-    """A symbolic array inside a traced function."""
-
-    __array_priority__ = 1000
-
-    def __init__(self, graph: Graph, value: Any) -> None:
-        from fusebind.dialect.types import elem_of, numpy_dtype, shape_of
-
-        self.graph = graph
-        self.value = value
-        self.shape: tuple[int, ...] = tuple(int(d) for d in shape_of(value.type))
-        self.dtype: np.dtype = numpy_dtype(elem_of(value.type))
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape))
-
-    def __repr__(self) -> str:
-        return f"Tracer({self.dtype}{_shape_str(self.shape)})"
-
-    # ------------------------------------------------------------ conversions
-    def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True,
-               copy: bool = True) -> "Tracer":
-        """numpy's astype (casting 'unsafe': float to int truncates toward zero)."""
-        from fusebind.api import numpy_kernels as K
-
-        dt = np.dtype(dtype)
-        if dt not in SUPPORTED:
-            raise UnsupportedOperation(f"fusebind: in '{self.graph.fn_name}': astype({dt}) is not supported; "
-                                       "use float32, float64, int32, int64 or bool")
-        if casting != "unsafe" and not np.can_cast(self.dtype, dt, casting):
-            raise UnsupportedOperation(f"fusebind: in '{self.graph.fn_name}': Cannot cast array data from "
-                                       f"dtype('{self.dtype}') to dtype('{dt}') according to the rule '{casting}'")
-        return K.cast(self, dt)
-
-    # ------------------------------------------------------------ numpy protocols (NEP 13, NEP 18)
-    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        from fusebind.api.numpy_ufuncs import array_ufunc
-
-        return array_ufunc(ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        from fusebind.api.numpy_dispatch import array_function
-
-        return array_function(func, types, args, kwargs)
-
-
-def _axes(x: Tracer, axis: Any) -> list[int]:
-    """numpy's reading of `axis` for x (None: all), sorted; a bad or repeated axis raises FusebindAxisError."""
-    from fusebind.api.numpy_kernels import normalize_axes
-
-    return list(normalize_axes(x.graph, axis, x.ndim))
-
-
-def _const(graph: Graph, value: Any, dtype: np.dtype) -> Tracer:
-    from fusebind.dialect.prim import ConstantOp
-
-    try:
-        arr = np.asarray(value, dtype=dtype)
-    except OverflowError as exc:  # numpy's message: "Python integer 1099511627776 out of bounds for int32"
-        raise FusebindOverflowError(f"fusebind: in '{graph.fn_name}': {exc}") from None
-    return graph.add(ConstantOp.from_array(arr))
-
-
-def weak_kind(value: Any) -> type | None:
-    """bool, int or float when `value` is a Python scalar of the eager program
-    (a literal, a scalar argument, or Python arithmetic on them); None for
-    arrays and numpy scalars (strong)."""
-    if isinstance(value, Tracer):
-        w = value.graph.weak.get(value.value)
-        return w[0] if w is not None else None
-    return scalar_kind(value)
-
-
-def weak_bool_as_int(t: Tracer) -> Tracer:
-    """A Python bool (weak) as the Python int it is in arithmetic (`-True`
-    is -1): an int64 tracer, weak, for unary ops that take no bool."""
-    kind, recipe, text = t.graph.weak[t.value]
-    out = t.astype(np.int64)
-    t.graph.weak[out.value] = (int, lambda args: int(recipe(args)), f"int({text})")
-    return out
-
-
-def _recipe(graph: Graph, value: Any) -> tuple[Recipe, str]:
-    """How the call's arguments give this Python scalar (a literal or a weak traced value), and its text."""
-    if isinstance(value, Tracer):
-        _, recipe, text = graph.weak[value.value]
-        return recipe, text
-    return (lambda _args: value), repr(value)
-
-
-def _weak_operand(graph: Graph, value: Any, kind: type, dt: np.dtype) -> Tracer:
-    """A Python scalar operand converted to `dt`, as numpy converts it: a
-    literal becomes a constant (out of range raises, as numpy does); a traced
-    one is cast, after a call-time check that it fits an integer `dt`."""
-    if not isinstance(value, Tracer):
-        return _const(graph, value, dt)
-    if kind is int and dt.kind == "i" and dt != value.dtype:
-        graph.checks.append(fits_check(*_recipe(graph, value), dt, graph.fn_name))
-    return value.astype(dt)
-
-
-def capture_array(graph: Graph, value: Any) -> Tracer:
-    """An array (or list/tuple) the function reads from outside its
-    arguments: a hidden argument of the trace, passed at every call
-    (capture.py), one per object however often it is used."""
-    from fusebind.dialect.types import tensor_type
-
-    hit = graph.captures.get(id(value))
-    if hit is not None:
-        return hit[1]
-    if type(value) not in (np.ndarray, list, tuple):
-        raise UnsupportedOperation(f"fusebind: in '{graph.fn_name}': a captured {type(value).__name__} (an ndarray "
-                                   "subclass) is not supported; use np.asarray(value), or fb.constant(value) to "
-                                   "bake it in")
-    cap = make_capture(graph.fn, value, len(graph.captures))
-    if cap.dtype not in SUPPORTED:
-        raise UnsupportedOperation(f"fusebind: in '{graph.fn_name}': the captured array '{cap.name}' has dtype "
-                                   f"{cap.dtype}, which is not supported; use float32, float64, int32, int64 or "
-                                   "bool")
-    arg = graph.block.insert_arg(tensor_type(cap.shape, elem_name(cap.dtype)), len(graph.block.args))
-    if cap.name.isidentifier() and all(a.name_hint != cap.name for a in graph.block.args):
-        arg.name_hint = cap.name  # `%W` in .mlir(), unless a parameter has that name
-    t = Tracer(graph, arg)
-    graph.captures[id(value)] = (cap, t)
-    return t
-
-
-def as_tracer(graph: Graph, value: Any, like: np.dtype | None = None) -> Tracer:
-    """A Tracer for a Tracer, a Python scalar (weak; of dtype `like` when
-    given), a numpy scalar or `fb.constant` (baked in), or an array, list or
-    tuple read from outside the arguments (a hidden argument: capture_array)."""
-    if isinstance(value, Tracer):
-        return value
-    kind = scalar_kind(value)
-    if kind is not None:
-        if like is not None:
-            return _const(graph, value, like)
-        t = _const(graph, value, CANONICAL[kind])
-        graph.weak[t.value] = (kind, lambda _args: value, repr(value))
-        return t
-    if isinstance(value, (np.ndarray, list, tuple)) and not isinstance(value, ConstantArray):
-        return capture_array(graph, value)
-    if value is None or not isinstance(value, (np.ndarray, np.generic)):
-        raise UnsupportedOperation(f"fusebind: in '{graph.fn_name}': an operand of type {type(value).__name__} is "
-                                   "not an array; use arrays, Python or numpy scalars")
-    arr = np.asarray(value)
-    if arr.dtype not in SUPPORTED:
-        raise UnsupportedOperation(f"fusebind: in '{graph.fn_name}': a constant of dtype {arr.dtype} is not "
-                                   "supported; use float32, float64, int32, int64 or bool")
-    return _const(graph, arr, arr.dtype)
-
-
-def _operands(a: Any, b: Any, op: str | None = None) -> tuple[Tracer, Tracer]:
-    """Both operands of `a <op> b` as tracers of one dtype, promoted as numpy
-    does: arrays and numpy scalars by `np.result_type`; a Python scalar
-    (weak, NEP 50) takes the other operand's dtype unless its kind is higher
-    (int with a bool array: int64; float with an int array: float64); two
-    Python scalars follow Python (int * float is a float, True + True an int)."""
-    graph = a.graph if isinstance(a, Tracer) else b.graph
-    ka, kb = weak_kind(a), weak_kind(b)
-    if ka is None and kb is None:
-        ta, tb = as_tracer(graph, a), as_tracer(graph, b)
-        dt = np.result_type(ta.dtype, tb.dtype)
-        return ta.astype(dt), tb.astype(dt)
-    if ka is not None and kb is not None:
-        dt = CANONICAL[python_kind(ka, kb, op)]
-        return _weak_operand(graph, a, ka, dt), _weak_operand(graph, b, kb, dt)
-    if ka is None:
-        ta = as_tracer(graph, a)
-        dt = weak_dtype(ta.dtype, kb, op)  # type: ignore[arg-type]
-        return ta.astype(dt), _weak_operand(graph, b, kb, dt)  # type: ignore[arg-type]
-    tb = as_tracer(graph, b)
-    dt = weak_dtype(tb.dtype, ka, op)
-    return _weak_operand(graph, a, ka, dt), tb.astype(dt)
-
-
-_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "max": "maximum", "min": "minimum",
-           "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-
-
-def _check_broadcast(graph: Graph, kind: str, *xs: Tracer) -> None:
-    try:
-        np.broadcast_shapes(*(x.shape for x in xs))
-    except ValueError:
-        shapes = " and ".join(_shape_str(x.shape) for x in xs)
-        raise graph.error(f"operands of '{_SYMBOL.get(kind, kind)}' have shapes {shapes}, which do not broadcast") \
-            from None
-
-
-def binary(kind: str, a: Any, b: Any) -> Tracer:
-    """`a <kind> b` with numpy's promotion and broadcasting. Of two Python
-    scalars (weak) the result is a Python scalar too (except maximum and
-    minimum, numpy functions that return numpy scalars), checked at call time."""
-    ka, kb = weak_kind(a), weak_kind(b)
-    out = _binary(kind, a, b)
-    py = PY_OP.get(kind)
-    if ka is not None and kb is not None and py is not None:
-        graph = out.graph
-        (ra, ta), (rb, tb) = _recipe(graph, a), _recipe(graph, b)
-        kind_out = bool if kind in COMPARE else {"b": bool, "i": int, "f": float}[out.dtype.kind]
-
-        def recipe(args: Sequence[Any]) -> Any:
-            return py(ra(args), rb(args))
-
-        text = f"({ta} {_SYMBOL.get(kind, kind)} {tb})"
-        graph.weak[out.value] = (kind_out, recipe, text)
-        graph.checks.append(type_check(recipe, text, kind_out, graph.fn_name))
-    return out
-
-
-def _binary(kind: str, a: Any, b: Any) -> Tracer:
-    from fusebind.dialect import prim
-
-    x, y = _operands(a, b, kind)
-    graph = x.graph
-    _check_broadcast(graph, kind, x, y)
-    if kind in ("lt", "le", "gt", "ge", "eq", "ne"):
-        return graph.add(prim.CompareOp(kind, x.value, y.value))
-    if kind == "div" and x.dtype.kind != "f":
-        x, y = x.astype(np.float64), y.astype(np.float64)
-    if x.dtype == np.bool_ and kind in ("sub", "div", "pow"):
-        raise UnsupportedOperation(f"fusebind: in '{graph.fn_name}': '{_SYMBOL[kind]}' of bool arrays is not "
-                                   "supported; cast with astype first")
-    if x.dtype == np.bool_ and kind in ("add", "mul", "max", "min"):
-        x, y = x.astype(np.int64), y.astype(np.int64)  # fusebind's numeric ops take no i1 operands
-        out = binary(kind, x, y)
-        return out.astype(np.bool_) if kind in ("max", "min", "mul") else out.astype(np.bool_)
-    cls = {"add": prim.AddOp, "sub": prim.SubOp, "mul": prim.MulOp, "div": prim.DivOp, "pow": prim.PowOp,
-           "max": prim.MaxOp, "min": prim.MinOp}[kind]
-    return graph.add(cls(x.value, y.value))
-
-
-def matmul(a: Any, b: Any) -> Tracer:
-    from fusebind.dialect.prim import MatmulOp
-
-    x, y = _operands(a, b)
-    if x.ndim < 2 or y.ndim < 2 or x.shape[-1] != y.shape[-2]:
-        raise x.graph.error(f"operands of '@' have shapes {_shape_str(x.shape)} and {_shape_str(y.shape)}, "
-                            "which do not match for matmul (need [..., m, k] @ [..., k, n])")
-    if x.dtype == np.bool_:
-        raise UnsupportedOperation(f"fusebind: in '{x.graph.fn_name}': '@' of bool arrays is not supported")
-    try:
-        return x.graph.add(MatmulOp(x.value, y.value))
-    except ValueError as exc:
-        raise x.graph.error(f"'@': {exc}") from None
+NUMPY.install(
+    binop=numpy_ufuncs.binop, inplace=numpy_ufuncs.inplace, unary=numpy_ufuncs.unary_operator,
+    ufunc=numpy_ufuncs.call, array_ufunc=numpy_ufuncs.array_ufunc, ufunc_reduce=numpy_reductions.ufunc_reduce,
+    function=numpy_dispatch.call, array_function=numpy_dispatch.array_function, getitem=numpy_shapes.getitem,
+    no_value=numpy_dispatch.no_value, attribute=numpy_dispatch.attribute,
+    has_attribute=numpy_dispatch.has_attribute,
+)
 
 
 def describe_args(names: Sequence[str], arrays: Sequence[np.ndarray], kinds: Sequence[type | None] = ()) -> str:
@@ -355,8 +65,6 @@ def trace_graph(fn: Callable[..., Any], arrays: Sequence[np.ndarray], names: Seq
     arrays. The function's arguments are `arrays` (kinds[i] not None: a Python
     scalar of that type, passed as a 0-d bool/int64/float64 array and weak),
     then one hidden argument per captured array, in the order first used."""
-    from fusebind.dialect.types import tensor_type
-
     graph = Graph(fn_name, "arguments " + describe_args(names, arrays, kinds), fn)
     block = graph.block
     for i, (a, n) in enumerate(zip(arrays, names)):
