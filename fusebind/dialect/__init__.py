@@ -27,20 +27,25 @@ from fusebind.dialect.errors import (
     IRVerifyError, UnsupportedOperation,
 )
 from fusebind.dialect.fused import CostAttr, Fused, RegionOp, YieldOp
-from fusebind.dialect.prim import PRIM_OPS, Prim
+from fusebind.dialect.prim import PRIM_OPS, BinaryOp, Prim, UnaryOp
+from fusebind.dialect.registry import (
+    OpRegistrationError, UnknownOpError, op_class, op_fingerprint, register_op, registered_ops, user_dialects,
+)
 from fusebind.dialect.source import parse_with_locations, verify_with_locations
 
 __all__ = [
     "CostAttr", "FusebindAxisError", "FusebindError", "FusebindIRError", "FusebindValueError", "Fused", "IRParseError", "IRVerifyError", "InterpretError", "PRIM_OPS",
     "Prim", "RegionOp", "YieldOp", "interpret", "make_context", "parse_module", "print_module",
-    "UnsupportedOperation",
+    "UnsupportedOperation", "OpRegistrationError", "UnknownOpError", "op_class", "op_fingerprint", "register_op",
+    "registered_ops", "UnaryOp", "BinaryOp",
 ]
 
 
 def make_context() -> Context:
-    """A fresh xDSL context with builtin, func, arith, prim and fused loaded."""
+    """A fresh xDSL context with builtin, func, arith, prim, fused and every
+    user dialect of the op registry (as it is now) loaded."""
     ctx = Context()
-    for dialect in (Builtin, Func, Arith, Prim, Fused):
+    for dialect in (Builtin, Func, Arith, Prim, Fused, *user_dialects()):
         ctx.load_dialect(dialect)
     return ctx
 

@@ -97,3 +97,17 @@ class IRVerifyError(FusebindIRError):
 
 class InterpretError(FusebindIRError, ValueError):
     """The interpreter cannot run: bad arguments, unknown entry, unsupported op."""
+
+
+class OpRegistrationError(FusebindValueError):
+    """An op class cannot be registered: its name is taken by an earlier registration (the message
+    names that registration's source), it uses a prefix fusebind owns (`prim.`), or it lacks a fact
+    the registry needs. The registry is append-only, so nothing is replaced."""
+
+
+class UnknownOpError(FusebindError, KeyError):
+    """No registered op has this KIND or name; the message names close matches. A KeyError, so
+    `except KeyError` (a table lookup's failure) keeps working."""
+
+    def __str__(self) -> str:  # KeyError's str() would show the message quoted, as a repr
+        return str(self.args[0]) if self.args else ""

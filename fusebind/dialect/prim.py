@@ -2,8 +2,9 @@
 
 This module gathers the op classes (defined in `prim_elementwise`,
 `prim_division` and `prim_structured`, on the base in `prim_base`), builds `PRIM_OPS` (KIND →
-class) and the `Prim` dialect. Adding an op means adding one class to one of
-those modules and listing it in its tuple there.
+class) and the `Prim` dialect, and registers every op in the op registry
+(`registry.py`) so the built-ins come first there. Adding an op means adding
+one class to one of those modules and listing it in its tuple there.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from xdsl.ir import Dialect
 
 from fusebind.dialect.prim_base import PrimOp
+from fusebind.dialect.registry import register_builtin_ops
 from fusebind.dialect.prim_elementwise import (
     ELEMENTWISE_OPS,
     AbsOp,
@@ -67,6 +69,9 @@ ALL_PRIM_OPS: tuple[type[PrimOp], ...] = ELEMENTWISE_OPS + DIVISION_OPS + STRUCT
 PRIM_OPS: dict[str, type[PrimOp]] = {op.KIND: op for op in ALL_PRIM_OPS}
 
 Prim = Dialect("prim", list(ALL_PRIM_OPS), [])
+
+# The built-ins are the registry's first entries: nothing else can run before this module is imported.
+register_builtin_ops(ALL_PRIM_OPS)
 
 __all__ = [
     "ALL_PRIM_OPS", "PRIM_OPS", "Prim", "PrimOp", "ElementwiseOp", "UnaryOp", "FloatUnaryOp", "BinaryOp",

@@ -67,6 +67,10 @@ class PrimOp(IRDLOperation):
     KEYWORD_PROPS: ClassVar[tuple[str, ...]] = ()
     # Properties that hold integer lists (printed `[1, 2]` in the custom form).
     LIST_PROPS: ClassVar[tuple[str, ...]] = ()
+    # The `fb.<name>` function this op provides (None: none), and the numpy ufunc it implements
+    # (its `__name__`, e.g. "add"; None: none). The API and the ufunc table are generated from these.
+    API_NAME: ClassVar[str | None] = None
+    NUMPY_UFUNC: ClassVar[str | None] = None
 
     # --- facts -----------------------------------------------------------
     def flops(self) -> float | None:

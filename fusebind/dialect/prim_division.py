@@ -73,6 +73,7 @@ class DivOp(BinaryOp):
 
     name = "prim.div"
     KIND: ClassVar[str] = "div"
+    NUMPY_UFUNC: ClassVar[str | None] = "divide"
     FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
 
     def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
@@ -90,6 +91,7 @@ class FloorDivOp(BinaryOp):
 
     name = "prim.floordiv"
     KIND: ClassVar[str] = "floordiv"
+    NUMPY_UFUNC: ClassVar[str | None] = "floor_divide"
     # An integer divide does not vectorize on x86 (no SIMD idiv); the float form is an fmod
     # plus a fix-up. Both cost about what pow does.
     FLOPS_PER_ELEMENT: ClassVar[float] = 16.0
@@ -107,6 +109,7 @@ class RemOp(BinaryOp):
 
     name = "prim.rem"
     KIND: ClassVar[str] = "rem"
+    NUMPY_UFUNC: ClassVar[str | None] = "remainder"
     FLOPS_PER_ELEMENT: ClassVar[float] = 16.0
 
     def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
@@ -122,6 +125,7 @@ class PowOp(BinaryOp):
 
     name = "prim.pow"
     KIND: ClassVar[str] = "pow"
+    NUMPY_UFUNC: ClassVar[str | None] = "power"
     FLOPS_PER_ELEMENT: ClassVar[float] = 16.0
     DTYPES: ClassVar[frozenset[str]] = NUMERIC_TYPES
 

@@ -25,7 +25,7 @@ import numpy as np
 from xdsl.dialects.builtin import StringAttr, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def, traits_def
-from xdsl.traits import Pure
+from xdsl.traits import Commutative, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from fusebind.dialect.errors import FusebindValueError
@@ -107,6 +107,7 @@ class FloatUnaryOp(UnaryOp):
 class NegOp(UnaryOp):
     name = "prim.neg"
     KIND: ClassVar[str] = "neg"
+    NUMPY_UFUNC: ClassVar[str | None] = "negative"
     FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
 
     def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
@@ -120,6 +121,7 @@ class NegOp(UnaryOp):
 class AbsOp(UnaryOp):
     name = "prim.abs"
     KIND: ClassVar[str] = "abs"
+    NUMPY_UFUNC: ClassVar[str | None] = "absolute"
     FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
 
     def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
@@ -135,6 +137,7 @@ class ReluOp(UnaryOp):
 
     name = "prim.relu"
     KIND: ClassVar[str] = "relu"
+    API_NAME: ClassVar[str | None] = "relu"
     FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
 
     def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
@@ -150,6 +153,8 @@ class ReluOp(UnaryOp):
 class ExpOp(FloatUnaryOp):
     name = "prim.exp"
     KIND: ClassVar[str] = "exp"
+    API_NAME: ClassVar[str | None] = "exp"
+    NUMPY_UFUNC: ClassVar[str | None] = "exp"
     FLOPS_PER_ELEMENT: ClassVar[float] = 8.0
 
     def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
@@ -163,6 +168,8 @@ class ExpOp(FloatUnaryOp):
 class LogOp(FloatUnaryOp):
     name = "prim.log"
     KIND: ClassVar[str] = "log"
+    API_NAME: ClassVar[str | None] = "log"
+    NUMPY_UFUNC: ClassVar[str | None] = "log"
     FLOPS_PER_ELEMENT: ClassVar[float] = 8.0
 
     def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
@@ -176,6 +183,8 @@ class LogOp(FloatUnaryOp):
 class SqrtOp(FloatUnaryOp):
     name = "prim.sqrt"
     KIND: ClassVar[str] = "sqrt"
+    API_NAME: ClassVar[str | None] = "sqrt"
+    NUMPY_UFUNC: ClassVar[str | None] = "sqrt"
     FLOPS_PER_ELEMENT: ClassVar[float] = 4.0
 
     def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
@@ -204,6 +213,8 @@ class RsqrtOp(FloatUnaryOp):
 class TanhOp(FloatUnaryOp):
     name = "prim.tanh"
     KIND: ClassVar[str] = "tanh"
+    API_NAME: ClassVar[str | None] = "tanh"
+    NUMPY_UFUNC: ClassVar[str | None] = "tanh"
     FLOPS_PER_ELEMENT: ClassVar[float] = 10.0
 
     def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
@@ -219,6 +230,7 @@ class SigmoidOp(FloatUnaryOp):
 
     name = "prim.sigmoid"
     KIND: ClassVar[str] = "sigmoid"
+    API_NAME: ClassVar[str | None] = "sigmoid"
     FLOPS_PER_ELEMENT: ClassVar[float] = 11.0
 
     def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
@@ -235,6 +247,7 @@ class SigmoidOp(FloatUnaryOp):
 class ErfOp(FloatUnaryOp):
     name = "prim.erf"
     KIND: ClassVar[str] = "erf"
+    API_NAME: ClassVar[str | None] = "erf"
     FLOPS_PER_ELEMENT: ClassVar[float] = 12.0
 
     def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
@@ -287,6 +300,8 @@ class BinaryOp(ElementwiseOp):
 class AddOp(BinaryOp):
     name = "prim.add"
     KIND: ClassVar[str] = "add"
+    NUMPY_UFUNC: ClassVar[str | None] = "add"
+    traits = traits_def(Pure(), Commutative())
     FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
 
     def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
@@ -300,6 +315,7 @@ class AddOp(BinaryOp):
 class SubOp(BinaryOp):
     name = "prim.sub"
     KIND: ClassVar[str] = "sub"
+    NUMPY_UFUNC: ClassVar[str | None] = "subtract"
     FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
 
     def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
@@ -313,6 +329,8 @@ class SubOp(BinaryOp):
 class MulOp(BinaryOp):
     name = "prim.mul"
     KIND: ClassVar[str] = "mul"
+    NUMPY_UFUNC: ClassVar[str | None] = "multiply"
+    traits = traits_def(Pure(), Commutative())
     FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
 
     def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
@@ -328,6 +346,9 @@ class MaxOp(BinaryOp):
 
     name = "prim.max"
     KIND: ClassVar[str] = "max"
+    API_NAME: ClassVar[str | None] = "maximum"
+    NUMPY_UFUNC: ClassVar[str | None] = "maximum"
+    traits = traits_def(Pure(), Commutative())
     FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
 
     def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
@@ -343,6 +364,9 @@ class MinOp(BinaryOp):
 
     name = "prim.min"
     KIND: ClassVar[str] = "min"
+    API_NAME: ClassVar[str | None] = "minimum"
+    NUMPY_UFUNC: ClassVar[str | None] = "minimum"
+    traits = traits_def(Pure(), Commutative())
     FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
 
     def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
@@ -370,6 +394,11 @@ class CompareOp(BinaryOp):
     def _result_elem(self, operand_elem: str) -> str:
         return "i1"
 
+    def is_commutative(self) -> bool:
+        """eq and ne do not care about operand order (lt/le/gt/ge swap into each other, not themselves):
+        a per-instance fact, so it is a method, not the `Commutative` trait."""
+        return self.predicate.data in ("eq", "ne")
+
     def verify_(self) -> None:
         if self.predicate.data not in PREDICATES:
             raise VerifyException(
@@ -390,6 +419,7 @@ class SelectOp(ElementwiseOp):
 
     name = "prim.select"
     KIND: ClassVar[str] = "select"
+    API_NAME: ClassVar[str | None] = "where"
     FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
     DTYPES: ClassVar[frozenset[str]] = ALL_TYPES
     cond = operand_def(TensorType)

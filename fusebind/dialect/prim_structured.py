@@ -284,6 +284,8 @@ class MatmulOp(PrimOp):
 
     name = "prim.matmul"
     KIND: ClassVar[str] = "matmul"
+    API_NAME: ClassVar[str | None] = "matmul"
+    NUMPY_UFUNC: ClassVar[str | None] = "matmul"
     FLOPS_PER_ELEMENT: ClassVar[float] = 2.0  # per multiply-add of the contraction
     DTYPES: ClassVar[frozenset[str]] = NUMERIC_TYPES
     lhs = operand_def(TensorType)
