@@ -17,7 +17,6 @@ import numpy as np
 
 from fusebind.api.errors import ArgumentError, EntryError, FusebindError
 from fusebind.api.jit import default_optimizer
-from fusebind.runtime import bindings as _bindings
 from fusebind.runtime.executor import Executor
 
 
@@ -41,22 +40,11 @@ class CompiledFunction:
 
     def __call__(self, *args: Any, out: Any = None) -> Any:
         """Run on numpy arrays; `out` as for `fusebind.jit` functions."""
-        fast = self._executor.fast  # one fused kernel: see Executor.__call__
-        if fast is not None and fast.generation == _bindings._current.generation:
-            if out is None:
-                o = fast.alloc()
-                if fast.function(*args, o) is not None:
-                    fast.calls += 1
-                    return o
-            elif type(out) is np.ndarray and out.base is None:
-                # inline fast_out_ok (executor.py): inputs that own their memory cannot overlap `out`
-                for a in args:
-                    if a is out or type(a) is not np.ndarray or a.base is not None:
-                        break
-                else:
-                    if fast.function(*args, out) is not None:
-                        fast.calls += 1
-                        return out
+        fast = self._executor.fast  # one fused kernel: the runtime's one fast call path
+        if fast is not None:
+            result = fast.call(args, out)
+            if result is not None:
+                return result
         return self._executor(*args, out=out)
 
     @property

@@ -26,21 +26,22 @@ import numpy as np
 from fusebind.api.capture import Binding, call_key
 from fusebind.api.errors import UnsupportedOperation
 from fusebind.api.trace import parameter_names, trace_graph
-from fusebind.runtime import bindings as _bindings
 from fusebind.runtime.executor import Executor
 
 
-def default_optimizer(backend: str) -> Callable[..., Any]:
+def default_optimizer(backend: str, session: Any = None) -> Callable[..., Any]:
     """optimize_graph over the given table snapshot, gated by fused_kernel_available_in,
-    priced with `machine` (the executor passes its model; None: `machine_model()`)."""
+    priced with `machine` (the executor passes its model; None: `machine_model()`),
+    allocating ids from `session`'s recipe registry (None: the default session's)."""
     def optimize(module: Any, table: Any, machine: Any = None) -> Any:
         from fusebind.compiler.context import OptimizationContext
         from fusebind.compiler.optimize import optimize_graph
         from fusebind.runtime.calibrate import machine_model
         from fusebind.runtime.fused_kernels import fused_kernel_available_in
+        from fusebind.runtime.session import default_session
 
         ctx = OptimizationContext(bindings=table, kernel_query=fused_kernel_available_in, backend=backend,
-                                  machine=machine_model(machine))
+                                  machine=machine_model(machine), recipes=(session or default_session()).recipes)
         return optimize_graph(module, ctx)
     return optimize
 
@@ -123,27 +124,16 @@ class JitFunction:
         key, their value is not. Arrays the function captures (closure
         variables, globals) are read at every call; see `fb.constant`."""
         # Fast path: one fused kernel, whose thunk checks every argument itself
-        # (exact ndarray, dtype, shape, contiguity) and declines with None. With
-        # scalar arguments or captured arrays, `bind` first makes the kernel's
+        # (exact ndarray, dtype, shape, contiguity) and declines (runtime FastPath.call).
+        # With scalar arguments or captured arrays, `bind` first makes the kernel's
         # argument list (0-d scalars, then the captured arrays as they are now).
         fast, bind = self._last
-        if fast is not None and fast.generation == _bindings._current.generation and not kwargs:
+        if fast is not None and not kwargs:
             full = args if bind is None else bind(args)
             if full is not None:
-                if out is None:
-                    o = fast.alloc()
-                    if fast.function(*full, o) is not None:
-                        fast.calls += 1
-                        return o
-                elif type(out) is np.ndarray and out.base is None:
-                    # inline fast_out_ok (executor.py): inputs that own their memory cannot overlap `out`
-                    for a in full:
-                        if a is out or type(a) is not np.ndarray or a.base is not None:
-                            break
-                    else:
-                        if fast.function(*full, out) is not None:
-                            fast.calls += 1
-                            return out
+                result = fast.call(full, out)
+                if result is not None:
+                    return result
         if kwargs:
             try:
                 params = ", ".join(inspect.signature(self.fn).parameters)

@@ -36,9 +36,6 @@ _EXPORTS: dict[str, str] = {
     "canonical_recipe": "recipes",
     "as_region": "recipes",
     "validate_recipe": "recipes",
-    "global_recipes": "recipes",
-    "register_recipe": "recipes",
-    "recipe_of": "recipes",
     # catalog.py
     "CATALOG": "catalog",
     "CatalogEntry": "catalog",

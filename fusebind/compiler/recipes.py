@@ -7,7 +7,10 @@ on), `as_region(region_or_text)`, and `RecipeRegistry`: it validates a
 dedups structurally (equal regions share an id; the first name wins) and
 gives the recipe back by id.
 
-It never touches the binding table. Lock order: the registry's own lock is
+There is no process-wide registry here: each runtime `Session` owns one
+(the default session's is the global one), and `OptimizationContext.recipes`
+names the registry `optimize_graph` may allocate from, so its ids depend
+only on that registry. It never touches the binding table. Lock order: the registry's own lock is
 always the innermost one (the runtime facade takes the table writer lock
 first, then calls `register`); the registry never calls out while holding it.
 """
@@ -308,19 +311,3 @@ def _stamp(op: Operation, fused_id: int, name: str) -> None:
         op.properties["fused_id"] = IntegerAttr(fused_id, i64)
     if "name" in op.properties:
         op.properties["name"] = StringAttr(name)
-
-
-_GLOBAL_RECIPES = RecipeRegistry()
-
-
-def global_recipes() -> RecipeRegistry:
-    """The one process-wide registry behind `register_recipe` / `recipe_of`."""
-    return _GLOBAL_RECIPES
-
-
-def register_recipe(name: str, region: Any) -> int:
-    return _GLOBAL_RECIPES.register(name, region)
-
-
-def recipe_of(fused_id: int) -> Recipe:
-    return _GLOBAL_RECIPES.recipe_of(fused_id)

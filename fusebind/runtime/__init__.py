@@ -24,6 +24,12 @@ _EXPORTS: dict[str, str] = {
     "extend_global_bindings": "bindings",
     "bindings_generation": "bindings",
     "UNKNOWN_COST": "bindings",
+    "global_recipes": "bindings",
+    # session.py
+    "Session": "session",
+    "default_session": "session",
+    "current_session": "session",
+    "use_session": "session",
     # dtypes.py
     "DType": "dtypes",
     "KernelSignature": "dtypes",

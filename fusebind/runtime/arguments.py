@@ -98,8 +98,8 @@ def fast_out_ok(args: Sequence[Any], out: Any) -> bool:
     Distinct arrays without a base own distinct allocations (numpy sets
     `base` on every view and on arrays over borrowed buffers), so they cannot
     overlap; anything else (views, subclasses, lists, tuples of outputs)
-    takes the slow path, which checks exactly (`check_outputs`). Inlined in
-    the API callables (api/jit.py, api/compile.py) for speed."""
+    takes the slow path, which checks exactly (`check_outputs`). Used by
+    `FastPath.call` (steps.py), the one fast call path."""
     if type(out) is not np.ndarray or out.base is not None:
         return False
     for a in args:

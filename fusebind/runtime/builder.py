@@ -70,7 +70,9 @@ class PlanOptions:
     verify: bool = False
     verify_action: str = "raise"  # or "warn"
     threads: int = 1
-    static_kernels: Any = None  # a StaticKernels, or None for the process default
+    static_kernels: Any = None  # a StaticKernels, or None for the session's
+    #: the session static kernels are bound in (None: the default session)
+    session: Any = None
     #: the Layer-1 machine model; None: the process's (`calibrate.machine_model()`:
     #: FUSEBIND_MACHINE, else measured), resolved when a plan is built, not before.
     machine: MachineModel | None = None
@@ -179,14 +181,15 @@ class StepBuilder:
         except KernelMiss:
             pass
         try:
-            from fusebind.runtime.static_kernels import default_static_kernels, ensure_static_kernel
-            from fusebind.runtime.bindings import global_bindings
+            from fusebind.runtime.session import default_session
+            from fusebind.runtime.static_kernels import ensure_static_kernel
 
+            session = self.options.session or default_session()
             rank, attrs = static_attrs(op)
             dtypes = [d.value for d in compile_dtypes(op)]
-            ensure_static_kernel(op.KIND, dtypes, rank,
-                                 kernels=self.options.static_kernels or default_static_kernels(), **attrs)
-            return compile_one(op, global_bindings(), self.options.backend)
+            ensure_static_kernel(op.KIND, dtypes, rank, kernels=self.options.static_kernels, session=session,
+                                 **attrs)
+            return compile_one(op, session.table, self.options.backend)
         except Exception as exc:  # no static kernel: the numpy reference runs the op
             self.notes.append(f"{op.name}: no static kernel ({type(exc).__name__}: {exc}); runs its numpy reference")
             return None

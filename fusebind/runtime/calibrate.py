@@ -70,6 +70,7 @@ import numpy as np
 
 from fusebind.dialect.errors import FusebindInternalError, FusebindTypeError, FusebindValueError
 from fusebind.compiler.cost import MACHINE_CHOICES, MachineModel
+from fusebind.runtime.session import Session, default_session
 
 #: Environment variable choosing the machine model (`default` or `measured`).
 MACHINE_ENV = "FUSEBIND_MACHINE"
@@ -379,23 +380,23 @@ class MachineCalibration:
         raise FusebindValueError(f"fusebind: unknown machine model {where}; expected one of {', '.join(MACHINE_CHOICES)}")
 
 
-_PROCESS = MachineCalibration()
-
-
-def process_calibration() -> MachineCalibration:
-    """The process's `MachineCalibration` (its counters say whether it measured)."""
-    return _PROCESS
+def process_calibration(session: Session | None = None) -> MachineCalibration:
+    """The `MachineCalibration` of `session` (None: the default session's, the
+    process's); its counters say whether it measured."""
+    return (session or default_session()).slot("calibration", MachineCalibration)
 
 
 def measured_machine() -> MachineModel:
     """This machine's measured model (once per process; cached on disk)."""
-    return _PROCESS.measured()
+    return process_calibration().measured()
 
 
 def machine_model(choice: MachineModel | str | None = None) -> MachineModel:
     """The model the runtime prices with: a `MachineModel` as given;
     `"default"`/`"measured"`; None: `FUSEBIND_MACHINE` (unset = measured)."""
-    return _PROCESS.model(choice)
+    if isinstance(choice, MachineModel):
+        return choice
+    return process_calibration().model(choice)
 
 
 __all__ = [

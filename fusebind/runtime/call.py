@@ -32,6 +32,7 @@ import numpy as np
 
 from fusebind.runtime.dtypes import DType, memref_descriptor
 from fusebind.runtime.kernel import Kernel
+from fusebind.runtime.session import default_session
 
 #: Below this many output elements a call is not split: a thread hand-off
 #: costs ~45 us (PERFORMANCE.md; ~28 us measured here: pool submit, chunk
@@ -125,16 +126,21 @@ def output_allocator(shape: Shape, dtype: np.dtype) -> tuple[Callable[[], np.nda
     return functools.partial(np.empty, tuple(shape), dtype), None
 
 _POOL_LOCK = threading.Lock()
-_POOLS: dict[int, ThreadPoolExecutor] = {}
 
 
 def split_pool(threads: int) -> ThreadPoolExecutor:
-    """A lazily created worker pool of `threads - 1` threads (the caller runs one chunk)."""
+    """A lazily created worker pool of `threads - 1` threads (the caller runs
+    one chunk), one per thread count, held by the default session (pools
+    serve any table: every session shares them)."""
+    pools: dict[int, ThreadPoolExecutor] = default_session().slot("pools", dict)
+    pool = pools.get(threads)
+    if pool is not None:
+        return pool
     with _POOL_LOCK:
-        pool = _POOLS.get(threads)
+        pool = pools.get(threads)
         if pool is None:
             pool = ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="fusebind-split")
-            _POOLS[threads] = pool
+            pools[threads] = pool
         return pool
 
 

@@ -5,11 +5,12 @@ table's generation moves, stats, `explain`) and re-exports `compile_one` /
 `KernelMiss` (resolve.py), `FusedArmMismatch` (arms.py), `ArgumentError` and
 `format_array_type` (arguments.py, which owns the argument and out= checks).
 
-Flow per call: the fast path first: when the last plan is one fused kernel
-and the table generation has not moved, allocate (or recycle, call.py) the
-output, or take the caller's `out=` array when `fast_out_ok` shows it cannot
-overlap an input, and make one native call (the thunk, thunk.py, checks every argument itself and declines
-when one does not fit). Otherwise look the input signature (shapes, dtypes)
+Flow per call: the fast path first (`FastPath.call`, steps.py, the one
+implementation the API callables use too): when the last plan is one fused
+kernel and the table generation has not moved, allocate (or recycle,
+call.py) the output, or take the caller's `out=` array when `fast_out_ok`
+shows it cannot overlap an input, and make one native call (the thunk,
+thunk.py, checks every argument itself and declines when one does not fit). Otherwise look the input signature (shapes, dtypes)
 up in the plan cache; if the plan is missing or was built against an older
 table generation, specialize the function to the call's shapes
 (specialize.py), (re)optimize it against the current snapshot, build the
@@ -50,9 +51,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fusebind.dialect.errors import EntryError, FusebindValueError
-from fusebind.runtime import bindings as _bindings
 from fusebind.compiler.cost import MACHINE_CHOICES, MachineModel
-from fusebind.runtime.bindings import BindingTable, bindings_generation, global_bindings, parse_backend
+from fusebind.runtime.bindings import BindingTable, parse_backend
+from fusebind.runtime.session import Session, current_session
 from fusebind.runtime.calibrate import machine_model
 from fusebind.runtime.call import SPLIT_THRESHOLD
 from fusebind.runtime.jit import JitCompiler
@@ -61,7 +62,6 @@ from fusebind.runtime.arguments import (
     ArgumentError,
     check_arguments,
     check_outputs,
-    fast_out_ok,
     format_array_type,
 )
 from fusebind.runtime.arms import ArmStats, FusedArmMismatch, FusedArmMismatchWarning, describe_decisions
@@ -155,6 +155,8 @@ class Executor:
     "measured", or None for `FUSEBIND_MACHINE`/measured); resolved lazily.
     profile: time every call (fast path included) into `stats`; off, calls
     are only counted.
+    session: whose binding table and recipes it plans, binds and compiles
+    against (None: the current session, normally the default one).
     """
 
     #: the exact argument and out= checks of the slow path (arguments.py)
@@ -167,7 +169,7 @@ class Executor:
                  cache: Any = None, static_kernels: Any = None,
                  before_compile: Callable[[str], None] | None = None,
                  arg_names: Sequence[str] | None = None, machine: MachineModel | str | None = None,
-                 profile: bool = False) -> None:
+                 profile: bool = False, session: Session | None = None) -> None:
         from fusebind.dialect.types import elem_of, numpy_dtype, shape_of
 
         if verify_action not in ("raise", "warn"):
@@ -180,13 +182,14 @@ class Executor:
         if threads < 1:
             raise FusebindValueError(f"threads must be >= 1 (or None for the CPU count), got {threads}")
         self._machine_choice = _check_machine_choice(machine)
-        self.options = PlanOptions(backend=parse_backend(backend), verify=verify, verify_action=verify_action,
+        self.session = session or current_session()
+        self.options = PlanOptions(session=self.session, backend=parse_backend(backend), verify=verify, verify_action=verify_action,
                                    threads=threads, static_kernels=static_kernels,
                                    machine=machine if isinstance(machine, MachineModel) else None,
                                    profile=bool(profile))
         self.compiler = JitCompiler(self.options.backend, background=background, cache=cache,
                                     before_compile=before_compile, split_threshold=SPLIT_THRESHOLD,
-                                    machine=self._machine_choice)
+                                    machine=self._machine_choice, session=self.session)
         self._stats = ExecutorStats(compiler=self.compiler, profile=bool(profile),
                                     run_seconds=0.0 if profile else None)
         self._fast_paths: list[FastPath] = []
@@ -203,16 +206,11 @@ class Executor:
 
     # ------------------------------------------------------------------ calls
     def __call__(self, *args: Any, out: Any = None) -> Any:
-        fast = self.fast
-        if fast is not None and fast.generation == _bindings._current.generation:
-            if out is None:
-                o = fast.alloc()
-                if fast.function(*args, o) is not None:
-                    fast.calls += 1
-                    return o
-            elif fast_out_ok(args, out) and fast.function(*args, out) is not None:
-                fast.calls += 1
-                return out
+        fast = self.fast  # one fused kernel and the table has not moved: one native call
+        if fast is not None:
+            result = fast.call(args, out)
+            if result is not None:
+                return result
         arrays = [a if type(a) is np.ndarray else np.asarray(a) for a in args]
         return self.run_signature(tuple((a.shape, a.dtype) for a in arrays), arrays, out)
 
@@ -221,7 +219,7 @@ class Executor:
         `out`: None, an array (one result) or a tuple of arrays or Nones."""
         plan = self._plans.get(sig)
         stats = self._stats
-        if plan is None or plan.generation != bindings_generation():
+        if plan is None or plan.generation != self.session.table.generation:
             plan = self.plan_for(arrays, sig)
         else:
             stats.plan_hits += 1
@@ -268,13 +266,13 @@ class Executor:
         sig = sig if sig is not None else tuple((a.shape, a.dtype) for a in arrays)
         with self._lock:
             plan = self._plans.get(sig)
-            if plan is not None and plan.generation == bindings_generation():
+            if plan is not None and plan.generation == self.session.table.generation:
                 return plan
             self.check_arguments(arrays)
             shapes = tuple(a.shape for a in arrays)
             self.options.machine = self.machine  # resolved before anything is priced
             for _ in range(3):
-                table = global_bindings()
+                table = self.session.table
                 func = self.optimized_func(table, shapes)
                 plan = build_plan(func, table, self.options, self._stats.arms, self._fused_id_of)
                 self._stats.plans += 1
@@ -283,9 +281,9 @@ class Executor:
                 work = list(plan.work_order) + pending
                 if not work:
                     break
-                before = bindings_generation()
+                before = self.session.table.generation
                 self.compiler.submit(work)
-                if self.compiler.background or bindings_generation() == before:
+                if self.compiler.background or self.session.table.generation == before:
                     break
             if plan.fast is not None:  # type: ignore[union-attr]
                 self._fast_paths.append(plan.fast)  # type: ignore[union-attr, arg-type]
@@ -306,7 +304,7 @@ class Executor:
         optimized against `table` (cached per shapes and table generation)."""
         from xdsl.dialects.builtin import ModuleOp
 
-        table = table if table is not None else global_bindings()
+        table = table if table is not None else self.session.table
         key = tuple(shapes) if shapes is not None else None
         with self._lock:
             hit = self._optimized.get(key)
@@ -341,7 +339,7 @@ class Executor:
         return optimize(module, table)  # type: ignore[misc]
 
     def _fused_id_of(self, region: Any) -> tuple[int, str]:
-        from fusebind.compiler.recipes import canonical_recipe, global_recipes
+        from fusebind.compiler.recipes import canonical_recipe
 
         try:
             canonical = canonical_recipe(region)
@@ -352,7 +350,7 @@ class Executor:
             return region.id, "!failed"
         if record is not None and record.fused_id:
             return record.fused_id, canonical
-        return region.id or (global_recipes().id_of(region) or 0), canonical
+        return region.id or (self.session.recipes.id_of(region) or 0), canonical
 
     def _compile_state(self, name: str) -> str:
         """Where the kernel of the pending region `name` is (for `explain`)."""

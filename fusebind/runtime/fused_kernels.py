@@ -31,6 +31,9 @@ every binder adds the caps those shapes imply (`compiled_shape_caps`), so a
 kernel compiled for 1024 elements never resolves for a 4096-element region
 (`resolve.region_row_fits`). C/ctypes kernels carry no shapes: their dims are
 the binder's responsibility (see `adopt_runtime_fused`).
+
+Every writer and reader takes `session=` (None: the default session, whose
+table and recipes are the global ones; see session.py).
 """
 
 from __future__ import annotations
@@ -49,10 +52,9 @@ from fusebind.runtime.bindings import (
     BindingTable,
     BindingTableBuilder,
     DTypes,
-    extend_global_bindings,
-    global_bindings,
     parse_backend,
 )
+from fusebind.runtime.session import Session, default_session
 from fusebind.runtime.dtypes import DType, parse_dtypes
 from fusebind.runtime.kernel import Kernel
 
@@ -221,6 +223,7 @@ def adopt_runtime_fused(
     cost: Cost | None = None,
     recipes: RecipeRegistry | None = None,
     caps: Iterable[str] = (),
+    session: Session | None = None,
 ) -> FusedOpId:
     """Register `region`'s recipe (same math, same id; first name wins) and
     bind `kernel` under `RuntimeFused(id)`, in one writer critical section.
@@ -242,15 +245,19 @@ def adopt_runtime_fused(
     shapes: its ranks are checked, its dims are the caller's responsibility
     (name them with `caps=(shape_cap(shapes),)` or `CAP_SHAPE_DYNAMIC`); every
     call still checks the arrays against the region's shapes.
+
+    `session`: whose table and recipe registry (None: the default session's,
+    the global ones); `recipes` overrides the session's registry.
     """
-    from fusebind.compiler.recipes import global_recipes, prepare_recipe
+    from fusebind.compiler.recipes import prepare_recipe
 
     caps_set = _parse_caps(caps)
     dtypes_t = parse_dtypes(dtypes)
     backend = parse_backend(backend)
     if not isinstance(kernel, Kernel):
         raise BindingError(f"expected a fusebind Kernel, got {type(kernel).__name__}; use Kernel.from_object(...)")
-    registry = recipes if recipes is not None else global_recipes()
+    session = session or default_session()
+    registry = recipes if recipes is not None else session.recipes
     # Parse, verify and canonicalise outside the writer lock: it is the slow part.
     prepared = prepare_recipe(name, region)
     _check_region_dtypes(prepared.region, dtypes_t, name)
@@ -263,7 +270,7 @@ def adopt_runtime_fused(
         _bind_idempotent(builder, BindingKey.runtime_fused(fused_id), dtypes_t, backend, kernel, cost, caps_set)
         return FusedOpId(fused_id)
 
-    return extend_global_bindings(adopt)
+    return session.extend_bindings(adopt)
 
 
 def _check_region_dtypes(region: Any, dtypes: DTypes, name: str) -> None:
@@ -338,6 +345,7 @@ def register_runtime_kernel(
     *,
     cost: Cost | None = None,
     caps: Iterable[str] = (),
+    session: Session | None = None,
 ) -> None:
     """Bind `kernel` under `RuntimeFused(fused_id)` without the recipe step
     (idempotent for the same kernel, like adopt); `caps` as for adopt, plus
@@ -349,7 +357,8 @@ def register_runtime_kernel(
     dtypes_t = parse_dtypes(dtypes)
     backend = parse_backend(backend)
     key = BindingKey.runtime_fused(fused_id)
-    extend_global_bindings(lambda b: _bind_idempotent(b, key, dtypes_t, backend, kernel, cost, caps_set))
+    (session or default_session()).extend_bindings(
+        lambda b: _bind_idempotent(b, key, dtypes_t, backend, kernel, cost, caps_set))
 
 
 def bind_catalog_kernel(
@@ -360,6 +369,7 @@ def bind_catalog_kernel(
     *,
     cost: Cost | None = None,
     caps: Iterable[str] = (),
+    session: Session | None = None,
 ) -> BindingKey:
     """Bind `kernel` for the static catalog op `fused_id` (1 ..
     RUNTIME_FUSED_BASE-1) under `BindingKey.static("fused.<name>")`, which
@@ -378,7 +388,8 @@ def bind_catalog_kernel(
     dtypes_t = parse_dtypes(dtypes)
     backend = parse_backend(backend)
     key = BindingKey.static(op)
-    extend_global_bindings(lambda b: _bind_idempotent(b, key, dtypes_t, backend, kernel, cost, caps_set))
+    (session or default_session()).extend_bindings(
+        lambda b: _bind_idempotent(b, key, dtypes_t, backend, kernel, cost, caps_set))
     return key
 
 
@@ -399,17 +410,18 @@ def fused_kernel_available_in(table: BindingTable, fused_id: int, backend: str) 
     return key is not None and table.has_key_on(key, backend)
 
 
-def fused_kernel_available(fused_id: int, backend: str) -> bool:
-    """`fused_kernel_available_in` of the current global snapshot."""
-    return fused_kernel_available_in(global_bindings(), fused_id, backend)
+def fused_kernel_available(fused_id: int, backend: str, *, session: Session | None = None) -> bool:
+    """`fused_kernel_available_in` of the current snapshot of `session` (None: the global one)."""
+    return fused_kernel_available_in((session or default_session()).table, fused_id, backend)
 
 
-def lookup_runtime_kernel(fused_id: int, backend: str, *, table: BindingTable | None = None) -> RuntimeKernelBinding:
+def lookup_runtime_kernel(fused_id: int, backend: str, *, table: BindingTable | None = None,
+                          session: Session | None = None) -> RuntimeKernelBinding:
     """The binding for (`fused_id`, `backend`) when exactly one dtype tuple is
     bound (its first row). Raises KernelNotBound or AmbiguousKernel otherwise."""
     fused_id = _check_runtime_id(fused_id, "lookup_runtime_kernel")
     backend = parse_backend(backend)
-    table = global_bindings() if table is None else table
+    table = (session or default_session()).table if table is None else table
     key = BindingKey.runtime_fused(fused_id)
     signatures = table.signatures(key, backend)
     if not signatures:

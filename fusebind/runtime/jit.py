@@ -54,7 +54,7 @@ from fusebind.compiler.cost import MachineModel
 from fusebind.compiler.fusion_passes import FuseServices, machine_with, print_remarks, replace_module_body
 from fusebind.compiler.optimize import OptimizeResult, WorkItem, optimize_graph
 from fusebind.compiler.splitting import region_is_splittable
-from fusebind.runtime.bindings import global_bindings
+from fusebind.runtime.session import Session, current_session
 from fusebind.runtime.calibrate import machine_model, measured_machine
 from fusebind.runtime.kernel import Kernel
 from fusebind.compiler.catalog import RUNTIME_FUSED_BASE, static_kernel_op
@@ -84,10 +84,14 @@ def strict_mode() -> bool:
     return os.environ.get("FUSEBIND_STRICT", "").strip() in ("1", "true", "yes", "on")
 
 
-def table_context(backend: str = "cpu", **options: Any) -> OptimizationContext:
-    """A context over the current global snapshot, gated by `fused_kernel_available_in`."""
-    return OptimizationContext(bindings=global_bindings(), kernel_query=fused_kernel_available_in,
-                               backend=backend, **options)
+def table_context(backend: str = "cpu", *, session: Session | None = None, recipes: Any = None,
+                  **options: Any) -> OptimizationContext:
+    """A context over `session`'s current snapshot (None: the current session,
+    `session.current_session()`), gated by `fused_kernel_available_in`, whose
+    ids come from `recipes` (None: the session's registry)."""
+    session = session or current_session()
+    return OptimizationContext(bindings=session.table, kernel_query=fused_kernel_available_in, backend=backend,
+                               recipes=session.recipes if recipes is None else recipes, **options)
 
 
 @dataclass(frozen=True)
@@ -206,8 +210,11 @@ class JitCompiler:
     def __init__(self, backend: str = "cpu", *, background: bool = False, recipes: Any = None,
                  decompose: Decompose | None = None, cache: Any = None,
                  before_compile: Callable[[str], None] | None = None,
-                 split_threshold: int | None = None, machine: MachineModel | str | None = None) -> None:
+                 split_threshold: int | None = None, machine: MachineModel | str | None = None,
+                 session: Session | None = None) -> None:
         self.backend = backend
+        #: where kernels are bound and recipes registered (None: the current session)
+        self.session = session or current_session()
         self.machine = machine
         self.background = background
         self.before_compile = before_compile
@@ -325,12 +332,13 @@ class JitCompiler:
             decomp = run(item.region, list(item.dtypes), **kwargs)
             kernel = Kernel.from_decomposition(decomp)
             if static_id is not None:
-                bind_catalog_kernel(static_id, item.dtypes, self.backend, kernel, cost=decomp.cost, caps=caps)
+                bind_catalog_kernel(static_id, item.dtypes, self.backend, kernel, cost=decomp.cost, caps=caps,
+                                    session=self.session)
                 fused_id = static_id
             else:
                 fused_id = int(adopt_runtime_fused(item.name or "region", item.region, kernel, item.dtypes,
                                                    self.backend, cost=decomp.cost, recipes=self._recipes,
-                                                   caps=caps))
+                                                   caps=caps, session=self.session))
             with self._lock:
                 record.dynamic, record.fused_id = dynamic, fused_id
                 record.from_cache = bool(getattr(decomp, "from_cache", False))

@@ -169,7 +169,8 @@ def build_plan(func: Any, table: BindingTable, options: PlanOptions, stats: ArmS
             value = region.results[0]
             dest = b.destinations.get(value)
             fast = FastPath(table.generation, thunk, static_shape(value), np_dtype(value),  # type: ignore[arg-type]
-                            dest[1] if dest is not None else None, profile=options.profile)
+                            dest[1] if dest is not None else None, profile=options.profile,
+                            session=options.session)
     return Plan(table.generation, steps, len(b.slots), arg_slots, result_slots, copy_results, b.decisions,
                 b.notes, b.work_order, fast, b.machine, out_slots=out_slots,
                 result_types=[(static_shape(v), np_dtype(v)) for v in ret.operands],

@@ -1,7 +1,7 @@
 """Static kernels: one per prim op x dtypes x rank (x op attributes), built
 through the same path as fused regions and bound under `BindingKey.static(op)`.
 
-Owns: `StaticKernels` (lazy compilation, per-process memo, batch preparation),
+Owns: `StaticKernels` (lazy compilation, a memo per session, batch preparation),
 `StaticRequest`, the BLAS-backed matmul thunk, and `ensure_static_kernel`
 (compile if needed, then bind into the global table).
 
@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from fusebind.dialect.errors import FusebindError
-from fusebind.lowering import LoweringError, ObjectCache, build_object, emit_linalg, kernel_signature
+from fusebind.lowering import ObjectCache, build_object, emit_linalg, kernel_signature
 from fusebind.lowering.build import default_fastmath
-from fusebind.runtime.bindings import BindingKey, BindingRow, extend_global_bindings
+from fusebind.runtime.session import Session, default_session
+from fusebind.runtime.table import BindingKey, BindingRow
 from fusebind.runtime.dtypes import DType, KernelSignature
 from fusebind.runtime.kernel import Kernel
 
@@ -268,7 +269,6 @@ define void @_mlir_ciface_{name}(ptr %a, ptr %b, ptr %c) {{
 
 
 _blas_lock = threading.Lock()
-_blas_kernels: dict[str, Kernel] = {}
 
 
 def blas_matmul_kernel(elem: str) -> Kernel:
@@ -277,40 +277,34 @@ def blas_matmul_kernel(elem: str) -> Kernel:
 
     if elem not in _CBLAS:
         raise StaticKernelError(f"no BLAS matmul for {elem}; BLAS covers f32 and f64")
+    blas_kernels: dict[str, Kernel] = default_session().slot("blas_kernels", dict)
     with _blas_lock:
-        if elem not in _blas_kernels:
+        if elem not in blas_kernels:
             name = f"fb_blas_{_CBLAS[elem][2]}"
             ir = blas_thunk_ir(elem, blas_gemm_address(elem), name)
             code = compile_llvm_ir(ir, f"_mlir_ciface_{name}")
             sig = KernelSignature(((DType(elem), 2), (DType(elem), 2)), ((DType(elem), 2),))
             k = Kernel.from_object(code, f"_mlir_ciface_{name}", signature=sig)
-            _blas_kernels[elem] = Kernel(k.function, k.signature, k.address, f"blas:{_CBLAS[elem][2]}", k.keepalive)
-        return _blas_kernels[elem]
+            blas_kernels[elem] = Kernel(k.function, k.signature, k.address, f"blas:{_CBLAS[elem][2]}", k.keepalive)
+        return blas_kernels[elem]
 
 
 # --------------------------------------------------------------------------- binding
 
-_default_lock = threading.Lock()
-_default: StaticKernels | None = None
-
-
-def default_static_kernels() -> StaticKernels:
-    global _default  # one lazily created memo per process, like the global binding table
-    with _default_lock:
-        if _default is None:
-            _default = StaticKernels()
-        return _default
+def default_static_kernels(session: Session | None = None) -> StaticKernels:
+    """The static-kernel memo of `session` (None: the default session's), made on first use."""
+    return (session or default_session()).slot("static_kernels", StaticKernels)
 
 
 def ensure_static_kernel(op: str, dtypes: Iterable[DType | str], rank: int, *,
-                         kernels: StaticKernels | None = None, **attrs: Any) -> BindingRow:
+                         kernels: StaticKernels | None = None, session: Session | None = None,
+                         **attrs: Any) -> BindingRow:
     """Build (on first request) the static kernel for (op, dtypes, rank, attrs) and bind it
-    under `BindingKey.static(op)` on `cpu`; returns its row. Idempotent."""
+    under `BindingKey.static(op)` on `cpu` in `session`'s table (None: the global
+    one); returns its row. Idempotent."""
     req = StaticRequest.of(op, dtypes, rank, **attrs)
-    try:
-        kernel = (kernels or default_static_kernels()).kernel_for(req)
-    except LoweringError:
-        raise
+    session = session or default_session()
+    kernel = (kernels or default_static_kernels(session)).kernel_for(req)
     key = BindingKey.static(op)
 
     def bind(builder: Any) -> BindingRow:
@@ -320,4 +314,4 @@ def ensure_static_kernel(op: str, dtypes: Iterable[DType | str], rank: int, *,
         return builder.bind(key, req.dtypes, BACKEND, kernel, caps=req.caps | {f"rank={req.rank}"},
                             source=kernel.source)
 
-    return extend_global_bindings(bind)
+    return session.extend_bindings(bind)

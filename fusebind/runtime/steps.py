@@ -24,8 +24,10 @@ from typing import Any, Callable
 import numpy as np
 
 from fusebind.dialect.errors import FusebindInternalError
+from fusebind.runtime.arguments import fast_out_ok
 from fusebind.runtime.call import RECYCLE_MIN_BYTES, SPLIT_THRESHOLD, KernelCall, output_allocator, split_pool
 from fusebind.runtime.dtypes import descriptor_for
+from fusebind.runtime.session import default_session
 from fusebind.runtime.thunk import ANY_DIM, ThunkCall
 
 Env = list[Any]
@@ -57,21 +59,26 @@ def contig(a: Any) -> np.ndarray:
 
 
 class FastPath:
-    """The whole plan as one native call: `function(*args, out)` returns `out`
-    when the kernel ran, None when an argument did not fit (take the slow
-    path). Valid while the table generation equals `generation`.
+    """The whole plan as one native call. `call(args, out)` is the one fast
+    call path (the executor and the API callables all use it): the result,
+    or None when the fast path does not apply (take the slow path).
 
-    `alloc()` gives the output of one call (recycled when large: call.py);
-    large calls use the thunk's GIL-releasing entry, so other Python threads
-    run meanwhile. Callers count each call that ran (`calls += 1`); with
-    `profile`, `function` also adds the kernel call's time to `seconds`
-    (without it, `function` is the bare thunk: nothing is timed)."""
+    Valid while the table generation of `session` equals `generation`.
+    `function(*args, out)` is the raw thunk: `out` when the kernel ran, None
+    when an argument did not fit. `alloc()` gives the output of one call
+    (recycled when large: call.py); large calls use the thunk's GIL-releasing
+    entry, so other Python threads run meanwhile. `calls` counts the calls
+    that ran; with `profile`, `function` also adds the kernel call's time to
+    `seconds` (without it, `function` is the bare thunk: nothing is timed)."""
 
-    __slots__ = ("generation", "function", "shape", "dtype", "alloc", "calls", "seconds", "thunk")
+    __slots__ = ("generation", "session", "function", "shape", "dtype", "alloc", "calls", "seconds", "thunk")
 
     def __init__(self, generation: int, thunk: ThunkCall, shape: tuple[int, ...], dtype: np.dtype,
-                 alloc: Callable[[], np.ndarray] | None = None, profile: bool = False) -> None:
+                 alloc: Callable[[], np.ndarray] | None = None, profile: bool = False,
+                 session: Any = None) -> None:
         self.generation = generation
+        #: whose table `generation` is of (None: the default session)
+        self.session = session if session is not None else default_session()
         self.thunk = thunk  # keeps the kernel alive
         large = int(np.prod(shape)) * np.dtype(dtype).itemsize >= RECYCLE_MIN_BYTES
         raw = thunk.released if large else thunk.function
@@ -81,6 +88,24 @@ class FastPath:
         self.alloc = alloc if alloc is not None else output_allocator(shape, dtype)[0]
         self.calls = 0
         self.seconds = 0.0
+
+    def call(self, args: Any, out: Any = None) -> Any:
+        """Run the kernel on `args` (a sequence of arrays, the plan's inputs)
+        into a fresh output, or into `out` when `fast_out_ok` shows it cannot
+        overlap an input. None: nothing ran (the table moved, an argument does
+        not fit the thunk, or `out` needs the slow path's exact checks)."""
+        if self.generation != self.session.table.generation:
+            return None
+        if out is None:
+            o = self.alloc()
+            if self.function(*args, o) is not None:
+                self.calls += 1
+                return o
+            return None
+        if fast_out_ok(args, out) and self.function(*args, out) is not None:
+            self.calls += 1
+            return out
+        return None
 
     def _timed(self, raw: Callable[..., Any]) -> Callable[..., Any]:
         clock = time.perf_counter

@@ -1,7 +1,7 @@
 """Test helpers: reset or isolate the global state, make throwaway kernels.
 
-This module owns the only sanctioned ways to wipe the global binding table
-and the global recipe registry. Order matters: rows go first, recipes
+This module owns the only sanctioned ways to wipe a session's binding table
+and recipe registry (the default session's: the global table and recipes). Order matters: rows go first, recipes
 second, both inside the table writer lock, so an id the registry hands out
 again can never reach a kernel bound for the recipe that had it before.
 Restoring goes the other way: recipes first, then rows.
@@ -15,42 +15,38 @@ import ctypes
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from fusebind.runtime import bindings
 from fusebind.runtime.dtypes import DType, KernelSignature
 from fusebind.runtime.kernel import Kernel
+from fusebind.runtime.session import Session, default_session
 
 
-def _global_recipes() -> Any:
-    from fusebind.compiler.recipes import global_recipes
-
-    return global_recipes()
-
-
-def reset_global_state() -> None:
-    """Empty the global table (a swap: the generation rises), then the recipes."""
-    registry = _global_recipes()
-    with bindings._WRITER_LOCK:
-        bindings._extend_locked(lambda b: b.clear())
+def reset_global_state(session: Session | None = None) -> None:
+    """Empty the (default) session's table (a swap: the generation rises), then its recipes."""
+    session = session or default_session()
+    registry = session.recipes
+    with session.writer_lock:
+        session.extend_locked(lambda b: b.clear())
         registry.reset()
 
 
 @contextmanager
-def isolated_global_state() -> Iterator[None]:
-    """Run the body against an empty global table and registry, then put the
-    previous rows and recipes back (recipes first, then rows)."""
-    registry = _global_recipes()
-    with bindings._WRITER_LOCK:
-        saved_table = bindings.global_bindings()
+def isolated_global_state(session: Session | None = None) -> Iterator[None]:
+    """Run the body against an empty table and registry of the (default)
+    session, then put the previous rows and recipes back (recipes first, then rows)."""
+    session = session or default_session()
+    registry = session.recipes
+    with session.writer_lock:
+        saved_table = session.table
         saved_recipes = registry.snapshot()
-        bindings._extend_locked(lambda b: b.clear())
+        session.extend_locked(lambda b: b.clear())
         registry.reset()
     try:
         yield
     finally:
-        with bindings._WRITER_LOCK:
-            bindings._extend_locked(lambda b: b.clear())
+        with session.writer_lock:
+            session.extend_locked(lambda b: b.clear())
             registry.restore(saved_recipes)
-            bindings._extend_locked(lambda b: b.replace_all(saved_table))
+            session.extend_locked(lambda b: b.replace_all(saved_table))
 
 
 def simple_signature(dtypes: tuple[DType | str, ...] = ("f32", "f32"), rank: int = 1) -> KernelSignature:

@@ -44,6 +44,7 @@ import numpy as np
 
 from fusebind.dialect.errors import FusebindError, FusebindValueError
 from fusebind.runtime.dtypes import DType, KernelSignature
+from fusebind.runtime.session import default_session
 
 #: numpy type numbers (stable since numpy 1.0), per DType on LP64 Linux.
 _TYPE_NUM: dict[DType, int] = {
@@ -231,20 +232,27 @@ def _thunk_object(signature: KernelSignature) -> bytes:
     return code
 
 
-_THUNKS: dict[tuple[Any, ...], CallThunk] = {}
 _THUNKS_LOCK = threading.Lock()
+
+
+def _thunks() -> dict[tuple[Any, ...], CallThunk]:
+    """The default session's thunks, by (inputs, outputs) of the signature.
+    A thunk is code for a signature, not for a table: every session may use
+    the default session's, so they are built once per process."""
+    return default_session().slot("thunks", dict)
 
 
 def thunk_for(signature: KernelSignature) -> CallThunk:
     """The thunk of `signature` (compiled on first use, then cached per process).
     Raises ThunkUnavailable when it cannot be built here."""
     key = (signature.inputs, signature.outputs)
-    thunk = _THUNKS.get(key)
+    thunks = _thunks()
+    thunk = thunks.get(key)
     if thunk is not None:
         return thunk
     _check_platform()
     with _THUNKS_LOCK:
-        thunk = _THUNKS.get(key)
+        thunk = thunks.get(key)
         if thunk is None:
             from fusebind.runtime.loader import load_object
 
@@ -257,7 +265,7 @@ def thunk_for(signature: KernelSignature) -> CallThunk:
             mdef = _MethodDef(b"fusebind_kernel_call", loaded.address, _METH_FASTCALL,
                               b"fusebind kernel call: fn(*inputs, *outputs) -> last output, or None")
             thunk = CallThunk(signature, loaded.address, mdef, loaded)
-            _THUNKS[key] = thunk
+            thunks[key] = thunk
     return thunk
 
 

@@ -240,4 +240,4 @@ def test_bad_arguments_are_typed_errors() -> None:
     with pytest.raises(TypeError, match="ctx must be an OptimizationContext"):
         optimize_graph(parse_module(chain_text(2)), None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_region_ops must be an int >= 2"):
-        OptimizationContext(max_region_ops=1)
+        OptimizationContext(max_region_ops=1, recipes=RecipeRegistry())

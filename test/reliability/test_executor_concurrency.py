@@ -70,7 +70,7 @@ def test_threads_calling_jitted_functions_while_kernels_are_adopted(isolated_sta
     for _, _, f in funcs:
         assert f.wait_compiled(WATCHDOG_S)
     # Registrations: one runtime id per distinct recipe, one row per (id, dtypes); nothing failed.
-    from fusebind.compiler.recipes import global_recipes
+    from fusebind.runtime.bindings import global_recipes
 
     table = global_bindings()
     rows = [(k, d) for k, d, _b, _row in table.rows() if k.is_runtime]

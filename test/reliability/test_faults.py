@@ -30,7 +30,7 @@ from fusebind.runtime.kernel import Kernel
 
 def state_fingerprint() -> tuple[int, int, tuple[int, ...]]:
     """(table generation, rows, recipe ids): what a failed lowering must not move."""
-    from fusebind.compiler.recipes import global_recipes
+    from fusebind.runtime.bindings import global_recipes
     from fusebind.runtime.bindings import global_bindings
 
     table = global_bindings()

@@ -396,7 +396,7 @@ def test_cost_estimates_are_stored_on_rows() -> None:
 
 
 def test_isolated_global_state_empties_then_restores_rows_and_recipes() -> None:
-    from fusebind.compiler import global_recipes
+    from fusebind.runtime import global_recipes
     from fusebind.runtime.testing import isolated_global_state
 
     key = BindingKey.static("restore_me")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fusebind.compiler import RUNTIME_FUSED_BASE as COMPILER_BASE
-from fusebind.compiler import CostEstimate, cheaper, recipe_of, recipe_region_text
+from fusebind.compiler import CostEstimate, cheaper, recipe_region_text
 from fusebind.runtime import (
     RUNTIME_FUSED_BASE,
     UNKNOWN_COST,
@@ -34,6 +34,7 @@ from fusebind.runtime import (
     register_runtime_kernel,
 )
 from fusebind.runtime.testing import noop_kernel, reset_global_state, simple_signature
+from fusebind.runtime.bindings import global_recipes
 
 pytestmark = pytest.mark.usefixtures("isolated_bindings")
 
@@ -74,7 +75,7 @@ def test_adopt_binds_under_runtime_fused_and_opens_the_gate() -> None:
     x, out = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
     binding.kernel(descriptor_for(x), descriptor_for(out))
     np.testing.assert_array_equal(out, 2 * x)
-    assert recipe_of(fid).name == "exp"
+    assert global_recipes().recipe_of(fid).name == "exp"
 
 
 # 1. idempotence --------------------------------------------------------------------------
@@ -148,7 +149,7 @@ def test_adopt_accepts_the_region_op_and_a_module() -> None:
     sig = type(sig)(inputs=(("f32", 2), ("f32", 1)), outputs=(("f32", 2),))
     fid = adopt_runtime_fused("bias_relu", text, noop_kernel(sig), ("f32", "f32", "f32"), "cpu")
     again = adopt_runtime_fused("other", as_region(text), noop_kernel(sig), [DType.F32] * 3, "cpu")
-    assert fid == again and recipe_of(fid).name == "bias_relu"
+    assert fid == again and global_recipes().recipe_of(fid).name == "bias_relu"
     assert len(global_bindings().lookup(BindingKey.runtime_fused(fid), ("f32",) * 3, "cpu")) == 2
 
 

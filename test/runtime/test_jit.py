@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fusebind.compiler.recipes import global_recipes
+from fusebind.runtime.bindings import global_recipes
 from fusebind.dialect import RegionOp, interpret, parse_module
 from fusebind.runtime.fused_kernels import fused_kernel_available
 from fusebind.runtime.jit import JitWorker, compile_work_order, optimize_with_jit, table_context

@@ -1,0 +1,164 @@
+"""`Session`: the mutable state one fusebind runtime works against.
+
+A session owns:
+- the binding table: the current immutable snapshot (`table`), its
+  generation counter, and the one writer lock (`extend_bindings`);
+- the recipe registry (`recipes`: runtime FusedOpIds and their regions);
+- the caches of what was built for it: the machine calibration, the static
+  and BLAS kernels, the call thunks and the split thread pools. Each is held
+  in a named slot (`slot(name, factory)`) filled on first use by the module
+  that owns the concept (calibrate.py, static_kernels.py, thunk.py, call.py),
+  so this module imports none of them and none of them is a module global.
+
+`default_session()` is the process's one default session. `use_session(s)`
+makes `s` the *current* session of a block (`current_session()`): what
+objects made inside it (an `Executor`, a `JitCompiler`, `jit.table_context`)
+bind into and allocate from; `fusebind-opt` runs each input chunk in a fresh
+one, so the ids in its output are deterministic. The global API of
+the seed (`bindings.global_bindings`, `extend_global_bindings`,
+`bindings_generation`, `runtime.testing`'s reset and snapshot helpers) is
+exactly this session's; the executor, the JIT and the adopt facade use it
+unless they are given another. Two sessions share nothing: a kernel adopted
+into one is not bound in the other, and their recipe registries allocate
+ids independently (so the ids a fresh session hands out are deterministic).
+
+Concurrency: the table is swapped whole (copy-on-write). Readers read one
+attribute (`table`) and take no lock. Writers are serialised by the
+session's writer lock; whoever needs more inside that critical section (the
+facade's recipe registration) does it inside `fn`. Lock order: writer lock,
+then any other lock (the recipe registry's, a slot's), never the reverse.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
+
+from fusebind.runtime.table import BindingError, BindingTable, BindingTableBuilder
+
+if TYPE_CHECKING:  # the registry pulls in xDSL: import it only when a recipe is needed
+    from fusebind.compiler.recipes import RecipeRegistry
+
+T = TypeVar("T")
+
+
+class Session:
+    """One binding table, recipe registry and the caches built for them."""
+
+    __slots__ = ("table", "name", "_writer_lock", "_writer_state", "_recipes", "_slots", "_slot_lock")
+
+    def __init__(self, name: str = "session") -> None:
+        #: the current snapshot; replaced whole by `extend_bindings`, never mutated
+        self.table: BindingTable = BindingTable.empty()
+        self.name = name
+        self._writer_lock = threading.Lock()
+        self._writer_state = threading.local()
+        self._recipes: RecipeRegistry | None = None
+        self._slots: dict[str, Any] = {}
+        self._slot_lock = threading.RLock()  # a factory may fill another slot
+
+    # ---------------------------------------------------------------- the binding table
+    @property
+    def generation(self) -> int:
+        """Bumped by every successful swap of this session's table, never otherwise."""
+        return self.table.generation
+
+    @property
+    def writer_lock(self) -> threading.Lock:
+        """The lock `extend_bindings` holds (test helpers take it to reset
+        the table and the recipes in one critical section)."""
+        return self._writer_lock
+
+    def extend_bindings(self, fn: Callable[[BindingTableBuilder], T]) -> T:
+        """Copy the table, apply `fn` to the copy, validate, swap it in.
+
+        Writers are serialised by one lock. If `fn` (or validation) raises, the
+        old table stays and the generation does not move. If `fn` changes
+        nothing, nothing is swapped. Returns what `fn` returned. `fn` must not
+        call `extend_bindings` itself (it has the builder; nesting would
+        deadlock, so it is refused)."""
+        if getattr(self._writer_state, "active", False):
+            raise BindingError(
+                "extend_global_bindings was called from inside a writer fn; "
+                "use the BindingTableBuilder that fn was given instead"
+            )
+        with self._writer_lock:
+            return self.extend_locked(fn)
+
+    def extend_locked(self, fn: Callable[[BindingTableBuilder], T]) -> T:
+        """The body of `extend_bindings`, for a caller that holds `writer_lock`."""
+        old = self.table
+        builder = BindingTableBuilder(old)
+        self._writer_state.active = True
+        try:
+            result = fn(builder)
+        finally:
+            self._writer_state.active = False
+        if builder.changed:
+            new = builder.build(old.generation + 1)
+            new.validate()
+            self.table = new
+        return result
+
+    # ---------------------------------------------------------------- recipes
+    @property
+    def recipes(self) -> RecipeRegistry:
+        """This session's recipe registry (created on first use)."""
+        registry = self._recipes
+        if registry is None:
+            from fusebind.compiler.recipes import RecipeRegistry
+
+            with self._slot_lock:
+                if self._recipes is None:
+                    self._recipes = RecipeRegistry()
+                registry = self._recipes
+        return registry
+
+    # ---------------------------------------------------------------- caches
+    def slot(self, name: str, factory: Callable[[], T]) -> T:
+        """The session's `name` cache, made by `factory()` on first use.
+        The slots in use: "calibration" (calibrate.MachineCalibration),
+        "static_kernels" (static_kernels.StaticKernels), "blas_kernels",
+        "thunks" and "pools" (dicts keyed as their owner modules say)."""
+        value = self._slots.get(name)
+        if value is None:
+            with self._slot_lock:
+                value = self._slots.get(name)
+                if value is None:
+                    value = factory()
+                    self._slots[name] = value
+        return value
+
+    def __repr__(self) -> str:
+        return f"<Session {self.name!r} generation={self.generation} rows={len(self.table)}>"
+
+
+_DEFAULT = Session("default")
+_CURRENT: ContextVar[Session | None] = ContextVar("fusebind_session", default=None)
+
+
+def default_session() -> Session:
+    """The process's one default session (what the global functions use)."""
+    return _DEFAULT
+
+
+def current_session() -> Session:
+    """The session of the innermost `use_session` block, else the default one."""
+    return _CURRENT.get() or _DEFAULT
+
+
+@contextmanager
+def use_session(session: Session) -> Iterator[Session]:
+    """Make `session` the current one for the block (this thread / context only)."""
+    if not isinstance(session, Session):
+        raise TypeError(f"use_session needs a fusebind Session, got {type(session).__name__}")
+    token = _CURRENT.set(session)
+    try:
+        yield session
+    finally:
+        _CURRENT.reset(token)
+
+
+__all__ = ["Session", "current_session", "default_session", "use_session"]
