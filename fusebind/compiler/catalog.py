@@ -1,22 +1,32 @@
 """The static catalog: built-in fused ops with ids below RUNTIME_FUSED_BASE.
 
-This module owns the catalog entries (id, name, recipe) and the decision of
-where their kernels live in the binding table: under
-`BindingKey.static("fused.<name>")` — `static_kernel_op(id)` gives that op
-name, so the runtime gate answers for static and runtime ids from one table.
+This module owns the catalog entries and the decision of where their
+kernels live in the binding table: under `BindingKey.static("fused.<name>")`
+— `static_kernel_op(id)` gives that op name, so the runtime gate answers for
+static and runtime ids from one table.
+
+An entry is data: id, name, priority and one `Pattern` (patterns.py), traced
+from a body written once over any builder (`gelu_tanh` is GELU's). Both the
+recipe and the matcher are derived from that pattern by generic code: the
+recipe here, by replaying it on a `PrimTextBuilder`; the matcher in
+catalog_rules.py. A new catalog op is one `_entry(...)` line and its body.
 
 A recipe is prim IR text, parametric over element type and shape:
 `recipe_function_text(name, elem, shape)` instantiates it as a `func.func`,
 `recipe_region_text(...)` as a module holding one `fused.region` (generic
-form). This module does not compile kernels (lowering does) and never
-imports the runtime.
+form). This module does not compile kernels (lowering does), never imports
+the runtime, and never imports xDSL.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any
+
+from fusebind.compiler.patterns import LAST, ROW, X, Pattern
+from fusebind.compiler.prim_text import PrimTextBuilder, TextValue
 from fusebind.dialect.errors import FusebindError
 
 #: First runtime (adopted) FusedOpId. Static catalog ids are 1 .. RUNTIME_FUSED_BASE-1.
@@ -31,115 +41,59 @@ class CatalogError(FusebindError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-def _tensor(shape: Sequence[int | None], elem: str) -> str:
-    dims = "".join(("?" if d is None or d < 0 else str(d)) + "x" for d in shape)
-    return f"tensor<{dims}{elem}>"
+# --------------------------------------------------------------------------- the entries' math
+# Each body is written once, over any builder (patterns.py): the catalog traces it into its
+# pattern, from which both the recipe (prim_text) and the matcher (pattern_match) come.
 
 
-def _float_literal(value: float) -> str:
-    """A float literal MLIR parsers accept (a '.' in the mantissa: `1.0e-05`)."""
-    text = repr(float(value))
-    mantissa, _, exponent = text.partition("e")
-    if exponent and "." not in mantissa:
-        text = f"{mantissa}.0e{exponent}"
-    return text
+def gelu_tanh(b: Any, x: Any) -> Any:
+    """GELU, tanh form, on any builder with `add`, `mul`, `tanh` and `constant`:
+    0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), x^3 as (x * x) * x.
+
+    The one definition: the `gelu` and `bias_gelu` entries trace it, the built-in examples
+    write their IR and numpy twin with it, and a tracer builder gives `fb.gelu`."""
+    x3 = b.mul(b.mul(x, x), x)
+    inner = b.add(x, b.mul(b.constant(0.044715), x3))
+    t = b.tanh(b.mul(b.constant(math.sqrt(2.0 / math.pi)), inner))
+    return b.mul(b.mul(b.constant(0.5), x), b.add(b.constant(1.0), t))
 
 
-class _Emitter:
-    """Writes prim ops in their custom syntax with fresh SSA names."""
-
-    def __init__(self, elem: str) -> None:
-        self.elem = elem
-        self.lines: list[str] = []
-        self._n = 0
-
-    def _fresh(self) -> str:
-        self._n += 1
-        return f"%v{self._n}"
-
-    def op(self, kind: str, args: Sequence[tuple[str, str]], result: str, props: str = "") -> tuple[str, str]:
-        name = self._fresh()
-        types = args[0][1] if len(args) == 1 else "(" + ", ".join(t for _, t in args) + ")"
-        operands = ", ".join(v for v, _ in args)
-        props = f" {props}" if props else ""
-        self.lines.append(f"{name} = prim.{kind} {operands}{props} : {types} -> {result}")
-        return name, result
-
-    def scalar(self, value: float) -> tuple[str, str]:
-        name = self._fresh()
-        typ = _tensor((), self.elem)
-        self.lines.append(f"{name} = prim.constant dense<{_float_literal(value)}> : {typ}")
-        return name, typ
-
-    def binary(self, kind: str, a: tuple[str, str], b: tuple[str, str], result: str | None = None) -> tuple[str, str]:
-        # Result shape: the larger-rank operand's type (catalog recipes broadcast scalars/rows only).
-        out = result or (a[1] if a[1].count("x") >= b[1].count("x") else b[1])
-        return self.op(kind, [a, b], out)
-
-    def unary(self, kind: str, a: tuple[str, str]) -> tuple[str, str]:
-        return self.op(kind, [a], a[1])
+def _softmax(b: Any, x: Any) -> Any:
+    ex = b.exp(b.sub(x, b.reduce_max(x, axes=LAST, keepdims=True)))
+    return b.div(ex, b.reduce_sum(ex, axes=LAST, keepdims=True))
 
 
-Value = tuple[str, str]
-Builder = Callable[[_Emitter, list[Value], tuple[int | None, ...]], Value]
+def _layernorm(b: Any, x: Any, gamma: Any, beta: Any) -> Any:
+    d = b.sub(x, b.reduce_mean(x, axes=LAST, keepdims=True))
+    var = b.reduce_mean(b.mul(d, d), axes=LAST, keepdims=True)
+    r = b.rsqrt(b.add(var, b.constant(1e-5)))  # the kernel computes with the matched eps: it must be 1e-5
+    return b.add(b.mul(b.mul(d, r), gamma), beta)
 
 
-def _gelu_tanh(e: _Emitter, x: Value) -> Value:
-    # 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
-    x3 = e.binary("mul", e.binary("mul", x, x), x)
-    inner = e.binary("add", x, e.binary("mul", e.scalar(0.044715), x3))
-    t = e.unary("tanh", e.binary("mul", e.scalar(math.sqrt(2.0 / math.pi)), inner))
-    return e.binary("mul", e.binary("mul", e.scalar(0.5), x), e.binary("add", e.scalar(1.0), t))
+def _bias_relu(b: Any, x: Any, bias: Any) -> Any:
+    return b.relu(b.add(x, bias))
 
 
-def _softmax(e: _Emitter, args: list[Value], shape: tuple[int | None, ...]) -> Value:
-    (x,) = args
-    row = _tensor((*shape[:-1], 1), e.elem)
-    m = e.op("reduce_max", [x], row, f"{{axes = [{len(shape) - 1}], keepdims}}")
-    ex = e.unary("exp", e.binary("sub", x, m, x[1]))
-    s = e.op("reduce_sum", [ex], row, f"{{axes = [{len(shape) - 1}], keepdims}}")
-    return e.binary("div", ex, s, x[1])
-
-
-def _layernorm(e: _Emitter, args: list[Value], shape: tuple[int | None, ...]) -> Value:
-    x, gamma, beta = args
-    row = _tensor((*shape[:-1], 1), e.elem)
-    axes = f"{{axes = [{len(shape) - 1}], keepdims}}"
-    mean = e.op("reduce_mean", [x], row, axes)
-    d = e.binary("sub", x, mean, x[1])
-    var = e.op("reduce_mean", [e.binary("mul", d, d)], row, axes)
-    r = e.unary("rsqrt", e.binary("add", var, e.scalar(1e-5)))
-    y = e.binary("mul", d, r, x[1])
-    return e.binary("add", e.binary("mul", y, gamma, x[1]), beta, x[1])
-
-
-def _gelu(e: _Emitter, args: list[Value], shape: tuple[int | None, ...]) -> Value:
-    return _gelu_tanh(e, args[0])
-
-
-def _bias_relu(e: _Emitter, args: list[Value], shape: tuple[int | None, ...]) -> Value:
-    x, bias = args
-    return e.unary("relu", e.binary("add", x, bias, x[1]))
-
-
-def _bias_gelu(e: _Emitter, args: list[Value], shape: tuple[int | None, ...]) -> Value:
-    x, bias = args
-    return _gelu_tanh(e, e.binary("add", x, bias, x[1]))
-
-
-_ROW = "row"  # operand shaped like the last axis of x
-_X = "x"
+def _bias_gelu(b: Any, x: Any, bias: Any) -> Any:
+    return gelu_tanh(b, b.add(x, bias))
 
 
 @dataclass(frozen=True)
 class CatalogEntry:
-    """A built-in fused op: `fused_id`, `name`, operand roles, recipe builder."""
+    """A built-in fused op: `fused_id`, `name`, its `pattern` (operand roles and math),
+    `description`, and the matcher's `priority` (lower first: an entry whose pattern holds
+    another's, bias_gelu around gelu, must come before it)."""
 
     fused_id: int
     name: str
-    operands: tuple[str, ...]
-    build: Builder
+    pattern: Pattern
     description: str
+    priority: int
+
+    @property
+    def operands(self) -> tuple[str, ...]:
+        """The operand roles (X, ROW), in operand order."""
+        return self.pattern.roles
 
     @property
     def kernel_op(self) -> str:
@@ -147,12 +101,20 @@ class CatalogEntry:
         return f"fused.{self.name}"
 
 
+def _entry(fused_id: int, name: str, body: Callable[..., Any], roles: tuple[tuple[str, str], ...],
+           description: str, priority: int) -> CatalogEntry:
+    pattern = Pattern.trace(body, [r for _, r in roles], [n for n, _ in roles])
+    return CatalogEntry(fused_id, name, pattern, description, priority)
+
+
 CATALOG: tuple[CatalogEntry, ...] = (
-    CatalogEntry(1, "softmax", (_X,), _softmax, "row-wise softmax over the last axis"),
-    CatalogEntry(2, "layernorm", (_X, _ROW, _ROW), _layernorm, "layer norm over the last axis, eps 1e-5, with gamma and beta"),
-    CatalogEntry(3, "gelu", (_X,), _gelu, "GELU, tanh form"),
-    CatalogEntry(4, "bias_relu", (_X, _ROW), _bias_relu, "relu(x + bias), bias over the last axis"),
-    CatalogEntry(5, "bias_gelu", (_X, _ROW), _bias_gelu, "gelu_tanh(x + bias), bias over the last axis"),
+    _entry(1, "softmax", _softmax, (("x", X),), "row-wise softmax over the last axis", 30),
+    _entry(2, "layernorm", _layernorm, (("x", X), ("gamma", ROW), ("beta", ROW)),
+           "layer norm over the last axis, eps 1e-5, with gamma and beta", 40),
+    _entry(3, "gelu", gelu_tanh, (("x", X),), "GELU, tanh form", 20),
+    _entry(4, "bias_relu", _bias_relu, (("x", X), ("bias", ROW)), "relu(x + bias), bias over the last axis", 50),
+    _entry(5, "bias_gelu", _bias_gelu, (("x", X), ("bias", ROW)),
+           "gelu_tanh(x + bias), bias over the last axis", 10),
 )
 
 _BY_ID = {e.fused_id: e for e in CATALOG}
@@ -176,18 +138,18 @@ def static_kernel_op(fused_id: int) -> str | None:
     return None if entry is None else entry.kernel_op
 
 
-def _instantiate(name: str, elem: str, shape: Sequence[int | None]) -> tuple[CatalogEntry, list[str], list[str], Value]:
+def _instantiate(name: str, elem: str, shape: Sequence[int | None]
+                 ) -> tuple[CatalogEntry, list[str], list[str], tuple[str, str]]:
     entry = catalog_entry(name)
     shape_t = tuple(None if d is None or d < 0 else int(d) for d in shape)
     if not shape_t:
         raise CatalogError(f"{entry.name}: needs a shape of rank >= 1, got {tuple(shape)}")
     if elem not in ("f32", "f64"):
         raise CatalogError(f"{entry.name}: is defined for f32 and f64, got {elem!r}")
-    e = _Emitter(elem)
-    types = [_tensor(shape_t if role == _X else shape_t[-1:], elem) for role in entry.operands]
-    args = [(f"%arg{i}", t) for i, t in enumerate(types)]
-    result = entry.build(e, args, shape_t)
-    return entry, types, e.lines, result
+    b = PrimTextBuilder(elem)
+    args = [TextValue(f"%arg{i}", shape_t if role == X else shape_t[-1:]) for i, role in enumerate(entry.operands)]
+    result = entry.pattern.evaluate(b, *args)
+    return entry, [b.type_of(a) for a in args], b.lines, (result.name, b.type_of(result))
 
 
 def recipe_function_text(name: str, elem: str, shape: Sequence[int | None]) -> str:
