@@ -1,9 +1,9 @@
 """The fusion rule set and its capability gate.
 
 This module owns the rules in priority order (`ALL_RULES`: the catalog
-rules of `catalog_rules.py`, then the synthesized rules of
-`synthesized_rules.py`) and `capability_gated_rules(has_kernel)`, which
-returns the active rules and the static ids it gated out; synthesized rules
+rules of `catalog_rules.py`, derived from the catalog's patterns, then the
+synthesized rules of `synthesized_rules.py`) and
+`capability_gated_rules(has_kernel)`, which returns the active rules and the static ids it gated out; synthesized rules
 are always returned, since their gate is asked per region at match time.
 
 What a rule is (`Candidate`, `Rejection`, `MatchState`, `Rule`) lives in
@@ -15,9 +15,7 @@ candidates; it does not price, gate by runtime id, or rewrite IR:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-
-from xdsl.ir import Operation
+from collections.abc import Callable
 
 from fusebind.compiler.absorb import absorb_neighbours
 from fusebind.compiler.catalog_rules import CATALOG_RULES
@@ -35,7 +33,6 @@ __all__ = [
     "Rule",
     "absorb_neighbours",
     "capability_gated_rules",
-    "describe_ops",
     "is_fusable_elementwise",
     "merged_name",
 ]
@@ -59,9 +56,4 @@ def capability_gated_rules(has_kernel: Callable[[int], bool]) -> tuple[list[Rule
         else:
             gated.append(rule.static_id)
     return active, gated
-
-
-def describe_ops(ops: Collection[Operation]) -> str:
-    """`prim.add, prim.relu` — for diagnostics."""
-    return ", ".join(o.name for o in ops)
 
