@@ -6,6 +6,9 @@ the default extent of its dynamic dimensions, an input generator with sane
 scales (weights ~ N(0, 1/fan_in), as a real model is initialised), and a
 plain-numpy version of the same math that the CLI times against.
 
+The GELU of the MLP is the catalog's `gelu_tanh` (written once, there), run
+on a prim-text builder for the IR and on numpy for the twin.
+
 Must not: compile or run anything (the CLI does), or import xDSL: listing the
 examples must stay cheap.
 """
@@ -13,9 +16,13 @@ examples must stay cheap.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
+
+from fusebind.compiler.catalog import gelu_tanh
+from fusebind.compiler.prim_text import PrimTextBuilder, TextValue
 from fusebind.dialect.errors import FusebindError
 
 Inputs = list[np.ndarray]
@@ -56,24 +63,12 @@ def _layernorm(p: str, x: str, gamma: str, beta: str, rows: str, d: int) -> list
     ]
 
 
-def _gelu_tanh(p: str, h: str, ty: str) -> list[str]:
-    """Lines computing gelu(h) = 0.5 h (1 + tanh(sqrt(2/pi) (h + 0.044715 h^3))) into %{p}g."""
-    s = "tensor<f32>"
-    return [
-        f"  %{p}half = prim.constant dense<5.0e-01> : {s}",
-        f"  %{p}one = prim.constant dense<1.0> : {s}",
-        f"  %{p}k0 = prim.constant dense<0.797884583> : {s}",
-        f"  %{p}k1 = prim.constant dense<4.471500e-02> : {s}",
-        f"  %{p}h2 = prim.mul %{h}, %{h} : ({ty}, {ty}) -> {ty}",
-        f"  %{p}h3 = prim.mul %{p}h2, %{h} : ({ty}, {ty}) -> {ty}",
-        f"  %{p}c3 = prim.mul %{p}h3, %{p}k1 : ({ty}, {s}) -> {ty}",
-        f"  %{p}in = prim.add %{h}, %{p}c3 : ({ty}, {ty}) -> {ty}",
-        f"  %{p}arg = prim.mul %{p}in, %{p}k0 : ({ty}, {s}) -> {ty}",
-        f"  %{p}t = prim.tanh %{p}arg : {ty} -> {ty}",
-        f"  %{p}t1 = prim.add %{p}t, %{p}one : ({ty}, {s}) -> {ty}",
-        f"  %{p}hh = prim.mul %{h}, %{p}half : ({ty}, {s}) -> {ty}",
-        f"  %{p}g = prim.mul %{p}hh, %{p}t1 : ({ty}, {ty}) -> {ty}",
-    ]
+def _gelu_tanh(p: str, h: str, hidden: int) -> tuple[list[str], str]:
+    """Lines computing gelu(h) (the catalog's `gelu_tanh`, written once there) for h of shape
+    (?, hidden), and the name of their result."""
+    b = PrimTextBuilder("f32", prefix=f"%{p}g")
+    g = gelu_tanh(b, TextValue(f"%{h}", (None, hidden)))
+    return [f"  {line}" for line in b.lines], g.name[1:]
 
 
 def _mlp_body(p: str, x: str, d: int, hidden: int) -> list[str]:
@@ -84,9 +79,10 @@ def _mlp_body(p: str, x: str, d: int, hidden: int) -> list[str]:
         f"  %{p}h0 = prim.matmul %{p}ln, %{p}w1 : ({_t(r, d)}, {_t(d, hidden)}) -> {_t(r, hidden)}",
         f"  %{p}h = prim.add %{p}h0, %{p}b1 : ({_t(r, hidden)}, {_t(hidden)}) -> {_t(r, hidden)}",
     ]
-    lines += _gelu_tanh(p, f"{p}h", _t(r, hidden))
+    gelu, g = _gelu_tanh(p, f"{p}h", hidden)
+    lines += gelu
     lines += [
-        f"  %{p}o0 = prim.matmul %{p}g, %{p}w2 : ({_t(r, hidden)}, {_t(hidden, d)}) -> {_t(r, d)}",
+        f"  %{p}o0 = prim.matmul %{g}, %{p}w2 : ({_t(r, hidden)}, {_t(hidden, d)}) -> {_t(r, d)}",
         f"  %{p}o = prim.add %{p}o0, %{p}b2 : ({_t(r, d)}, {_t(d)}) -> {_t(r, d)}",
         f"  %{p}y = prim.add %{x}, %{p}o : ({_t(r, d)}, {_t(r, d)}) -> {_t(r, d)}",
     ]
@@ -139,9 +135,12 @@ def _np_layernorm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndar
     return xc * (1.0 / np.sqrt(var + np.float32(1e-5))) * gamma + beta
 
 
+#: numpy as a builder of the catalog's bodies, in float32 (constants as f32 scalars keep f32 arrays f32)
+_NUMPY_F32 = SimpleNamespace(add=np.add, mul=np.multiply, tanh=np.tanh, constant=np.float32)
+
+
 def _np_gelu_tanh(h: np.ndarray) -> np.ndarray:
-    c0, c1 = np.float32(0.797884583), np.float32(0.044715)
-    return h * np.float32(0.5) * (np.tanh((h + h * h * h * c1) * c0) + np.float32(1.0))
+    return gelu_tanh(_NUMPY_F32, h)
 
 
 def _np_mlp(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, w1: np.ndarray, b1: np.ndarray,
