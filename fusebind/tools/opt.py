@@ -21,6 +21,9 @@ import is a `PluginError` (the error exit), never skipped. A pass whose
 product is text (`passes.set_text_output`, e.g. LLVM IR) ends the pipeline;
 the driver prints that text instead of the module.
 
+Each input chunk's passes run in a fresh runtime `Session`, so the ids in the
+output are deterministic (lit tests match them exactly).
+
 This is a tool (`fusebind.tools`): it may import every room; it moved here
 from `fusebind.compiler.opt`, so the compiler names no room above it.
 """
@@ -100,7 +103,21 @@ def split_input(text: str, split: bool) -> list[Chunk]:
 
 
 def process_chunk(chunk: Chunk, registry: PassRegistry, pipeline: str | None, generic: bool) -> tuple[str, list[Diag]]:
-    """Parse, verify, run passes, verify; return the printed IR or the diagnostics."""
+    """Parse, verify, run passes, verify; return the printed IR or the diagnostics.
+
+    The passes run in a fresh runtime `Session` (its own empty binding table
+    and recipe registry), so the ids a chunk's output shows depend only on
+    that chunk, never on the chunks or the process before it."""
+    if not pipeline:
+        return _process_chunk(chunk, registry, pipeline, generic)
+    from fusebind.runtime.session import Session, use_session
+
+    with use_session(Session(f"fusebind-opt chunk at line {chunk.first_line}")):
+        return _process_chunk(chunk, registry, pipeline, generic)
+
+
+def _process_chunk(chunk: Chunk, registry: PassRegistry, pipeline: str | None,
+                   generic: bool) -> tuple[str, list[Diag]]:
     from fusebind.dialect import make_context, print_module
     from fusebind.dialect.errors import IRParseError
     from fusebind.dialect.source import parse_with_locations, verify_with_locations

@@ -95,3 +95,47 @@ def test_concurrent_adopts_into_one_session_keep_its_table_consistent() -> None:
         assert session.recipes.recipe_of(fid).name == f"r{i}"
         (row,) = [r for k, _, _, r in session.table.rows() if k.fused_id == fid]
         assert row.kernel is kernels[i]
+
+
+CHAIN = """
+func.func @chain(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %s = prim.add %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %e = prim.exp %s : tensor<4x8xf32> -> tensor<4x8xf32>
+  func.return %e : tensor<4x8xf32>
+}
+"""
+
+
+def test_fusebind_opt_ids_do_not_depend_on_what_the_process_did_before(capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+
+    from fusebind.tools.opt import run_opt
+
+    with isolated_global_state():
+        # the process has allocated a runtime id already (the global registry is not empty)...
+        adopt_runtime_fused("exp", REGION, noop_kernel(), ("f32", "f32"), "cpu")
+        outputs = []
+        for _ in range(2):
+            out, err = io.StringIO(), io.StringIO()
+            assert run_opt(["-", "-p", "fuse{gate=table remarks=true}"], io.StringIO(CHAIN), out, err) == 0
+            outputs.append(capsys.readouterr().err)
+        # ...but each chunk runs in a fresh session: its first id is the base, every time
+        assert f"gated id {RUNTIME_FUSED_BASE} (no kernel on cpu): @ew_add_exp in @chain" in outputs[0]
+        assert outputs[0] == outputs[1]
+        assert len(global_recipes()) == 1  # nothing leaked into the default session
+
+
+def test_optimize_graph_ids_depend_only_on_the_registry_given() -> None:
+    from fusebind.compiler import OptimizationContext, RecipeRegistry, optimize_graph
+    from fusebind.dialect import parse_module
+
+    def ids(registry: RecipeRegistry) -> list[int]:
+        result = optimize_graph(parse_module(CHAIN), OptimizationContext.gate_none(recipes=registry))
+        return [item.fused_id for item in result.work_order]
+
+    assert ids(RecipeRegistry()) == ids(RecipeRegistry()) == [RUNTIME_FUSED_BASE]
+    busy = RecipeRegistry()
+    busy.register("other", REGION)
+    assert ids(busy) == [RUNTIME_FUSED_BASE + 1]
+    with pytest.raises(TypeError, match="OptimizationContext.recipes must be a RecipeRegistry"):
+        OptimizationContext(recipes=None)  # type: ignore[arg-type]

@@ -11,13 +11,13 @@
 // CHECK-NOT: prim.relu
 // CHECK-LABEL: func.func @mm(
 // CHECK-NEXT: %m = prim.matmul
-// CHECK-NEXT: fused.region @matmul_epilogue_add_sigmoid_add id {{[0-9]+}} (%m, %bias, %res) {{.*}} attributes {fused.inplace = array<i64: 0, 0>} {
+// CHECK-NEXT: fused.region @matmul_epilogue_add_sigmoid_add id 65536 (%m, %bias, %res) {{.*}} attributes {fused.inplace = array<i64: 0, 0>} {
 // CHECK: fused.yield
 // CHECK-NEXT: }
 // CHECK-NEXT: func.return
 // CHECK-NOT: prim.sigmoid
 // GATED: remark: gated id 4 (no kernel on cpu): @bias_relu in @br
-// GATED: remark: gated id {{[0-9]+}} (no kernel on cpu): @matmul_epilogue_add_sigmoid_add in @mm
+// GATED: remark: gated id 65537 (no kernel on cpu): @matmul_epilogue_add_sigmoid_add in @mm
 func.func @br(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
   %x = prim.add %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   %y = prim.relu %x : tensor<4x8xf32> -> tensor<4x8xf32>

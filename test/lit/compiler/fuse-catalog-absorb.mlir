@@ -3,11 +3,11 @@
 // Softmax absorbs its elementwise prologue and epilogue the same way.
 // RUN: fusebind-opt %s -p 'fuse{gate=all remarks=true}' 2>&1 | filecheck %s
 // RUN: fusebind-opt %s -p 'fuse{gate=none remarks=true}' 2>&1 >/dev/null | filecheck %s --check-prefix=GATED
-// CHECK: remark: fused @ew_mul_add_relu id {{[0-9]+}} (elementwise; 3 ops, absorbs catalog bias_relu and 1 neighbour op(s); fused {{.*}} < catalog + neighbours {{.*}}, Layer-1) in @chain
-// CHECK: remark: fused @fused_mul_reduce_max_sub_exp_n7 id {{[0-9]+}} (reduction; 7 ops, absorbs catalog softmax and 2 neighbour op(s);
+// CHECK: remark: fused @ew_mul_add_relu id 65536 (elementwise; 3 ops, absorbs catalog bias_relu and 1 neighbour op(s); fused {{.*}} < catalog + neighbours {{.*}}, Layer-1) in @chain
+// CHECK: remark: fused @fused_mul_reduce_max_sub_exp_n7 id 65537 (reduction; 7 ops, absorbs catalog softmax and 2 neighbour op(s);
 // CHECK: remark: fused @bias_relu id 4 (bias_relu; 2 ops;
 // CHECK-LABEL: func.func @chain(
-// CHECK-NEXT: fused.region @ew_mul_add_relu id {{[0-9]+}} (%a, %b, %c)
+// CHECK-NEXT: fused.region @ew_mul_add_relu id 65536 (%a, %b, %c)
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: prim.mul
 // CHECK-NEXT: prim.add
@@ -16,7 +16,7 @@
 // CHECK-NEXT: }
 // CHECK-NEXT: func.return
 // CHECK-LABEL: func.func @scaled_softmax(
-// CHECK-NEXT: fused.region @fused_mul_reduce_max_sub_exp_n7 id {{[0-9]+}} (%x, %t)
+// CHECK-NEXT: fused.region @fused_mul_reduce_max_sub_exp_n7 id 65537 (%x, %t)
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: prim.mul
 // CHECK-NEXT: prim.reduce_max
@@ -30,9 +30,9 @@
 // CHECK-NEXT: func.return
 // CHECK-LABEL: func.func @exact(
 // CHECK-NEXT: fused.region @bias_relu id 4
-// GATED: remark: gated id {{[0-9]+}} (no kernel on cpu): @ew_mul_add_relu in @chain, 3 ops: prim.mul, prim.add, prim.relu; queued; 3 ops, absorbs catalog bias_relu
+// GATED: remark: gated id 65536 (no kernel on cpu): @ew_mul_add_relu in @chain, 3 ops: prim.mul, prim.add, prim.relu; queued; 3 ops, absorbs catalog bias_relu
 // GATED-NOT: @bias_relu in @chain
-// GATED: remark: gated id {{[0-9]+}} (no kernel on cpu): @fused_mul_reduce_max_sub_exp_n7 in @scaled_softmax
+// GATED: remark: gated id 65537 (no kernel on cpu): @fused_mul_reduce_max_sub_exp_n7 in @scaled_softmax
 // GATED-NOT: @softmax in @scaled_softmax
 // GATED: remark: gated id 4 (no kernel on cpu): @bias_relu in @exact
 func.func @chain(%a: tensor<1024xf32>, %b: tensor<1024xf32>, %c: tensor<1024xf32>) -> tensor<1024xf32> {

@@ -3,9 +3,9 @@
 // RUN: fusebind-opt %s -p 'fuse{gate=all remarks=true}' 2>&1 | filecheck %s
 // RUN: fusebind-opt %s -p 'fuse{gate=all max-ops=3 remarks=true}' 2>&1 | filecheck %s --check-prefix=SMALL
 // CHECK-NOT: remark: fused @fused_exp_reduce_sum id
-// CHECK: remark: fused @fused_exp_reduce_sum_log_neg id {{[0-9]+}} (merge; 4 ops, merges @fused_exp_reduce_sum (reduction) and @ew_log_neg (elementwise); fused {{.*}} < the two regions {{.*}}, Layer-1) in @rowsum
+// CHECK: remark: fused @fused_exp_reduce_sum_log_neg id 65538 (merge; 4 ops, merges @fused_exp_reduce_sum (reduction) and @ew_log_neg (elementwise); fused {{.*}} < the two regions {{.*}}, Layer-1) in @rowsum
 // CHECK-LABEL: func.func @rowsum(
-// CHECK-NEXT: %s, %n = fused.region @fused_exp_reduce_sum_log_neg id {{[0-9]+}} (%a) : (tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+// CHECK-NEXT: %s, %n = fused.region @fused_exp_reduce_sum_log_neg id 65538 (%a) : (tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4xf32>)
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: prim.exp
 // CHECK-NEXT: prim.reduce_sum
