@@ -29,7 +29,7 @@ from fusebind.compiler.cost import (
 )
 from fusebind.dialect.fused import RegionOp, YieldOp
 from fusebind.dialect.prim import MatmulOp, ReductionOp
-from fusebind.dialect.types import elem_of, shape_of
+from fusebind.dialect.types import ELEMENT_BYTES, elem_of, shape_of
 
 
 def _elements(value: SSAValue, dim: int) -> int:
@@ -39,8 +39,7 @@ def _elements(value: SSAValue, dim: int) -> int:
 def _symbolic_bytes(values: list[SSAValue], dim: int) -> float:
     total = 0.0
     for v in values:
-        width = {"f32": 4, "f64": 8, "i32": 4, "i64": 8, "i1": 1}.get(elem_of(v.type), 8)
-        total += _elements(v, dim) * width
+        total += _elements(v, dim) * ELEMENT_BYTES[elem_of(v.type)]
     return total
 
 

@@ -1,16 +1,23 @@
 """Element types and tensor types of the `prim` dialect.
 
-Owns the mapping between the five element type names fusebind supports
-(`f32 f64 i32 i64 i1`), their xDSL attributes and their numpy dtypes, plus the
-shape convention used throughout the dialect: a shape is a tuple whose entries
-are ints (static) or `None` (dynamic). Integers are signless in the IR and
-treated as signed (two's complement) everywhere, like numpy's int32/int64.
+Owns `ELEMENTS`, the one table of element type facts: for each scalar type IR
+text names, its kind, bit width, numpy dtype (hence byte width and C type) and
+LLVM IR type. Every other element-type mapping of fusebind derives from it
+(the kernel ABI's `DType` in lowering/abi.py, the byte widths and float/int
+sets of lowering). `ELEMENT_TYPES` are the five the prim dialect supports
+(`f32 f64 i32 i64 i1`); the others (`f16 i8 i16`) only appear in MLIR text
+that lowering writes (i1 is stored as i8; a sum of f16 accumulates in f32).
+Also owns the xDSL attributes of the five and the shape convention used
+throughout the dialect: a shape is a tuple whose entries are ints (static) or
+`None` (dynamic). Integers are signless in the IR and treated as signed (two's
+complement) everywhere, like numpy's int32/int64.
 It must not import anything from other fusebind packages.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects.builtin import (
@@ -24,32 +31,60 @@ from xdsl.ir import Attribute
 
 from fusebind.dialect.errors import FusebindValueError
 
-ELEMENT_TYPES: tuple[str, ...] = ("f32", "f64", "i32", "i64", "i1")
-FLOAT_TYPES: frozenset[str] = frozenset({"f32", "f64"})
-INT_TYPES: frozenset[str] = frozenset({"i32", "i64"})
+@dataclass(frozen=True)
+class ElementInfo:
+    """The facts of one scalar type, as IR text names it."""
+
+    name: str  # the MLIR / xDSL name: "f32", "i1", ...
+    kind: str  # "float", "int" (signless, read as signed) or "bool"
+    bits: int  # the width of a value (i1: 1; stored as a byte, see `nbytes`)
+    numpy: np.dtype  # numpy's dtype of the same values in the same layout
+    llvm: str  # the LLVM IR type: "float", "double", "i32", ...
+    prim: bool  # a prim element type (else only in the MLIR text lowering writes)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numpy.itemsize
+
+
+def _info(name: str, kind: str, bits: int, numpy: type, llvm: str, prim: bool = True) -> ElementInfo:
+    return ElementInfo(name, kind, bits, np.dtype(numpy), llvm, prim)
+
+
+#: Every scalar type fusebind names, the prim ones first in `ELEMENT_TYPES` order.
+ELEMENTS: dict[str, ElementInfo] = {e.name: e for e in (
+    _info("f32", "float", 32, np.float32, "float"),
+    _info("f64", "float", 64, np.float64, "double"),
+    _info("i32", "int", 32, np.int32, "i32"),
+    _info("i64", "int", 64, np.int64, "i64"),
+    _info("i1", "bool", 1, np.bool_, "i1"),
+    _info("f16", "float", 16, np.float16, "half", prim=False),
+    _info("i8", "int", 8, np.int8, "i8", prim=False),
+    _info("i16", "int", 16, np.int16, "i16", prim=False),
+)}
+
+ELEMENT_TYPES: tuple[str, ...] = tuple(n for n, e in ELEMENTS.items() if e.prim)
+FLOAT_TYPES: frozenset[str] = frozenset(n for n in ELEMENT_TYPES if ELEMENTS[n].kind == "float")
+INT_TYPES: frozenset[str] = frozenset(n for n in ELEMENT_TYPES if ELEMENTS[n].kind == "int")
 NUMERIC_TYPES: frozenset[str] = FLOAT_TYPES | INT_TYPES
 ALL_TYPES: frozenset[str] = frozenset(ELEMENT_TYPES)
+#: Bytes per element in tensors and memrefs, for every name in `ELEMENTS` (i1: one byte).
+ELEMENT_BYTES: dict[str, int] = {n: e.nbytes for n, e in ELEMENTS.items()}
 
 Shape = tuple[int | None, ...]
 
-_NUMPY = {
-    "f32": np.dtype(np.float32),
-    "f64": np.dtype(np.float64),
-    "i32": np.dtype(np.int32),
-    "i64": np.dtype(np.int64),
-    "i1": np.dtype(np.bool_),
-}
+_NUMPY: dict[str, np.dtype] = {n: ELEMENTS[n].numpy for n in ELEMENT_TYPES}
+_FLOAT_ATTRS = {32: Float32Type, 64: Float64Type}
 
 
 def element_type(name: str) -> Attribute:
     """The xDSL attribute for an element type name (`"f32"` → `f32`)."""
-    if name == "f32":
-        return Float32Type()
-    if name == "f64":
-        return Float64Type()
-    if name in ("i32", "i64", "i1"):
-        return IntegerType(int(name[1:]))
-    raise FusebindValueError(f"unknown element type {name!r}; expected one of {', '.join(ELEMENT_TYPES)}")
+    info = ELEMENTS.get(name) if isinstance(name, str) else None
+    if info is None or not info.prim:
+        raise FusebindValueError(f"unknown element type {name!r}; expected one of {', '.join(ELEMENT_TYPES)}")
+    if info.kind == "float":
+        return _FLOAT_ATTRS[info.bits]()
+    return IntegerType(info.bits)
 
 
 def element_type_name(attr: Attribute) -> str:

@@ -1,7 +1,7 @@
 """The kernel ABI as data: element dtypes, kernel signatures, memref descriptors.
 
-This module owns `DType` (f32 f64 i32 i64 i1) and its mapping to numpy, to
-MLIR element type names and to ctypes, `KernelSignature` and the ctypes memref
+This module owns `DType` (f32 f64 i32 i64 i1; its numpy dtypes and ctypes come
+from the element table `fusebind.dialect.types.ELEMENTS`), `KernelSignature` and the ctypes memref
 descriptor structs of the kernel ABI (docs/INTERNAL-API.md, docs/KERNEL-ABI.md).
 It lives in `lowering` because lowering is what produces kernels of this ABI;
 `fusebind.runtime.dtypes` re-exports every name, so runtime code and users keep
@@ -18,7 +18,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from fusebind.dialect.errors import FusebindTypeError, FusebindValueError
+from fusebind.dialect.errors import FusebindInternalError, FusebindTypeError, FusebindValueError
+from fusebind.dialect.types import ELEMENT_TYPES, ELEMENTS
 
 
 class DType(enum.Enum):
@@ -77,21 +78,12 @@ class DType(enum.Enum):
         return self.value
 
 
-_NUMPY: dict[DType, np.dtype] = {
-    DType.F32: np.dtype(np.float32),
-    DType.F64: np.dtype(np.float64),
-    DType.I32: np.dtype(np.int32),
-    DType.I64: np.dtype(np.int64),
-    DType.I1: np.dtype(np.bool_),
-}
-
-_CTYPES: dict[DType, type] = {
-    DType.F32: ctypes.c_float,
-    DType.F64: ctypes.c_double,
-    DType.I32: ctypes.c_int32,
-    DType.I64: ctypes.c_int64,
-    DType.I1: ctypes.c_bool,
-}
+# Derived from the one element table; the C type is numpy's for the same layout
+# (c_float, c_double, c_int32, c_int64, c_bool).
+_NUMPY: dict[DType, np.dtype] = {d: ELEMENTS[d.value].numpy for d in DType}
+_CTYPES: dict[DType, type] = {d: np.ctypeslib.as_ctypes_type(_NUMPY[d]) for d in DType}
+if tuple(d.value for d in DType) != ELEMENT_TYPES:
+    raise FusebindInternalError(f"DType {[d.value for d in DType]} differs from the prim element types {ELEMENT_TYPES}")
 
 
 def parse_dtypes(dtypes: Iterable["DType | str"]) -> tuple[DType, ...]:

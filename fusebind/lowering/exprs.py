@@ -2,7 +2,7 @@
 
 Owns: `Expr` (an elementwise op whose value is not emitted as a `linalg.generic` of its
 own but rebuilt, scalar by scalar, inside each block of the sum that uses it),
-`make_expr`, `broadcast_dims`, `deferred_ops` (which ops become Exprs), `leaves` (the
+`make_expr`, `deferred_ops` (which ops become Exprs), `leaves` (the
 emitted values an Expr reads) and `build` (its scalar body).
 
 Why: the blocked sums of `accumulate.py` slice their operand block by block, and
@@ -18,8 +18,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from fusebind.lowering.linalg_types import Dim, Value, element_name
-from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder
+from fusebind.lowering.linalg_types import Dim, Value, broadcast_dims, element_name
+from fusebind.lowering.scalar_text import TextScalarBuilder
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,20 +35,6 @@ class Expr:
 def make_expr(op: Any, args: Iterable["Expr | Value"]) -> Expr:
     args = tuple(args)
     return Expr(op, args, element_name(op.results[0].type), broadcast_dims([list(a.shape) for a in args], op.name))
-
-
-def broadcast_dims(shapes: list[list[Dim]], what: str) -> list[Dim]:
-    """numpy broadcasting of shapes whose dims are ints or SSA names (a name is never 1)."""
-    rank = max((len(s) for s in shapes), default=0)
-    out: list[Dim] = []
-    for j in range(rank):
-        cands = [s[j - (rank - len(s))] for s in shapes if j - (rank - len(s)) >= 0]
-        static = {d for d in cands if isinstance(d, int) and d != 1}
-        if len(static) > 1:
-            raise ScalarEmitError(f"{what}: shapes {shapes} do not broadcast")
-        names = [d for d in cands if isinstance(d, str)]
-        out.append(static.pop() if static else names[0] if names else 1)
-    return out
 
 
 def deferred_ops(block: Any, ops: list[Any], sink: Callable[[Any], bool], roots: set[Any]) -> set[Any]:

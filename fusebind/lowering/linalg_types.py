@@ -1,10 +1,12 @@
 """The shared vocabulary of linalg emission: kernel specs, MLIR type strings, IR attribute readers.
 
 Owns: `TensorSpec` and `EmittedKernel` (what a caller of `emit_linalg` gets back); `Dim` and
-`Value` (an SSA tensor value while emitting: its name, dims and element type); the element type
-names and byte widths with the `MAX_TENSOR_BYTES` cap; the `tensor<...>` / `memref<...>` type
-strings (`ttype`, `mtype`, `storage`: i1 is stored as a byte); and the duck-typed readers of prim
-op attributes (`ints`, `flag`, `op_attr`, `op_kind`), which accept every form the dialect stores.
+`Value` (an SSA tensor value while emitting: its name, dims and element type), and
+`broadcast_dims` (numpy broadcasting of such dims, by `dialect.types.broadcast_shapes`); the
+element type names with the `MAX_TENSOR_BYTES` cap (`ELEMENT_BYTES` is the element table's);
+the `tensor<...>` / `memref<...>` type strings (`ttype`, `mtype`, `storage`: i1 is stored as a
+byte); and the duck-typed readers of prim op attributes (`ints`, `flag`, `op_attr`, `op_kind`),
+which accept every form the dialect stores.
 
 Must not: emit ops or keep emission state (that is `emitter.py`), drive a kernel (`emit.py`),
 import any other lowering module than `scalar_text` (everything in emission imports this one),
@@ -16,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from fusebind.dialect.types import ELEMENT_BYTES, broadcast_shapes
 from fusebind.lowering.scalar_text import ScalarEmitError
 
 Dim = int | str  # a static size, or the SSA name of an `index` value
@@ -23,7 +26,6 @@ Dim = int | str  # a static size, or the SSA name of an `index` value
 # The largest static tensor a kernel may name: 2^62 bytes leaves int64 headroom for
 # MLIR's size, stride and byte-offset arithmetic (see the module docstring).
 MAX_TENSOR_BYTES = 1 << 62
-ELEMENT_BYTES = {"i1": 1, "i8": 1, "i16": 2, "f16": 2, "i32": 4, "f32": 4, "i64": 8, "f64": 8}
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,19 @@ def element_name(t: Any) -> str:
     if text in ("f16", "f32", "f64") or text.startswith("i"):
         return text
     raise ScalarEmitError(f"element type {text} is not supported; expected f32, f64, i32, i64 or i1")
+
+
+def broadcast_dims(shapes: Sequence[Sequence[Dim]], what: str) -> list[Dim]:
+    """numpy broadcasting of shapes whose dims are ints or SSA names: the rule is
+    `dialect.types.broadcast_shapes`, with a name read as a dynamic dim (never 1). A static
+    size other than 1 wins; else the first name; else 1. `what` names the op in the error."""
+    out = broadcast_shapes(*([None if isinstance(d, str) else d for d in s] for s in shapes))
+    if out is None:
+        raise ScalarEmitError(f"{what}: shapes {[list(s) for s in shapes]} do not broadcast")
+    rank = len(out)
+    return [d if d is not None else next(s[j - rank + len(s)] for s in shapes
+                                         if j - rank + len(s) >= 0 and isinstance(s[j - rank + len(s)], str))
+            for j, d in enumerate(out)]
 
 
 def shape_of(t: Any) -> tuple[int | None, ...]:

@@ -35,7 +35,7 @@ from typing import Any, Sequence
 
 from fusebind.lowering import accumulate, exprs
 from fusebind.lowering.emitter import Emitter, emit_op
-from fusebind.lowering.linalg_types import (Dim, TensorSpec, Value, element_name, flag, ints, mtype, op_attr, op_kind,
+from fusebind.lowering.linalg_types import (ELEMENT_BYTES, Dim, TensorSpec, Value, broadcast_dims, element_name, flag, ints, mtype, op_attr, op_kind,
                                             out_spec, storage, ttype)
 from fusebind.lowering.scalar_text import TextScalarBuilder, is_float
 
@@ -173,7 +173,7 @@ def slice_row(em: Any, value: Any, plan: RowPlan, ivs: list[str]) -> Any:
 def open_loops(em: Any, plan: RowPlan, batch_dims: Sequence[Any]) -> list[str]:
     """`scf.for` over each leading dim (sizes: ints or SSA names); returns the induction variables."""
     ivs = []
-    for k, size in enumerate(batch_dims):
+    for size in batch_dims:
         iv = em.fresh("i")
         bound = em.index(size) if isinstance(size, int) else size
         em.lines.append(f"scf.for {iv} = {em.index(0)} to {bound} step {em.index(1)} {{")
@@ -193,7 +193,6 @@ def out_row(em: Any, k: int, full_shape: Sequence[Any], memref_shape: Sequence[i
     return name, view_t, [line]
 
 
-_ELEM_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
 CACHE_LINE = 64
 # How far ahead to prefetch. Softmax 4096x1024 f32, interleaved mins (bench/RESULTS.md):
 # quiet host: 1 row (4 KiB) ahead 1.37-1.41x SOL, 2 rows 1.42-1.46x, none 1.43-1.72x;
@@ -212,7 +211,7 @@ def prefetch_next_row(em: Any, plan: RowPlan, ivs: list[str], memref: str, mtype
     element size is unknown. `shape`: dims as ints or SSA index names.
     """
     kinds = plan.slice_kinds([d if isinstance(d, int) else None for d in shape])
-    nbytes = _ELEM_BYTES.get(elem)
+    nbytes = ELEMENT_BYTES.get(elem)
     if nbytes is None or kinds[-1] != "iv" or len(shape) <= plan.lead:
         return []
     bound = shape[plan.lead - 1]
@@ -267,16 +266,6 @@ def _last_uses(block: Any) -> dict[Any, int]:
         for o in op.operands:
             last[o] = pos
     return last
-
-
-def _broadcast_shape(args: list[Value]) -> list[Dim]:
-    """The shape an elementwise op over `args` produces (trailing alignment, 1 broadcasts)."""
-    rank = max((len(a.shape) for a in args), default=0)
-    shape: list[Dim] = []
-    for j in range(rank):
-        cands = [a.shape[j - (rank - len(a.shape))] for a in args if j - (rank - len(a.shape)) >= 0]
-        shape.append(next((d for d in cands if d != 1), 1))
-    return shape
 
 
 def _map_reduce_pairs(block: Any, ops: list[Any], plan: Any) -> dict[Any, Any]:
@@ -364,7 +353,7 @@ def emit_rows(em: Emitter, block: Any, values: dict[Any, Value], plan: RowPlan,
                 v = em.elementwise_into(_MulBy(op.name), [args[0], recip], out_elem, 0)
             else:
                 v = em.elementwise(_MulBy(op.name), [args[0], recip], out_elem)
-        elif dest is not None and list(args[dest].shape) == _broadcast_shape(args):
+        elif dest is not None and list(args[dest].shape) == broadcast_dims([a.shape for a in args], op.name):
             v = em.elementwise_into(op, args, out_elem, dest)
         else:
             v = emit_op(em, op, args, plan.lead)

@@ -18,9 +18,12 @@ import math
 import struct
 from typing import Callable, Protocol
 from fusebind.dialect.errors import FusebindError
+from fusebind.dialect.types import ELEMENTS
 
-FLOAT_ELEMS = ("f16", "f32", "f64")
-INT_WIDTH = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
+# From the element table: the float types narrowest first (`cast` widens or narrows by
+# position), and the bit width of each integer type (i1 included).
+FLOAT_ELEMS = tuple(sorted((n for n, e in ELEMENTS.items() if e.kind == "float"), key=lambda n: ELEMENTS[n].bits))
+INT_WIDTH = {n: e.bits for n, e in ELEMENTS.items() if e.kind != "float"}
 
 _FLOAT_PRED = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
 _INT_PRED = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
