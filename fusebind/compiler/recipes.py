@@ -59,6 +59,10 @@ class RecipeIdSpaceExhausted(RecipeError):
     """Every runtime FusedOpId of the registry is taken."""
 
 
+class NotARegionError(RecipeError, TypeError):
+    """What was given as a recipe is neither a `fused.region` op nor its MLIR text."""
+
+
 class UnknownRecipeError(FusebindError, KeyError):
     """No recipe is registered under this id."""
 
@@ -143,7 +147,7 @@ def as_region(region: Any) -> Operation:
         if region.name != _REGION_OP:
             raise RecipeError(f"expected a {_REGION_OP} op, got {region.name}")
         return region
-    raise TypeError(f"expected a {_REGION_OP} op or its MLIR text, got {type(region).__name__}")
+    raise NotARegionError(f"expected a {_REGION_OP} op or its MLIR text, got {type(region).__name__}")
 
 
 # --------------------------------------------------------------------------- canonical form
@@ -151,7 +155,9 @@ def as_region(region: Any) -> Operation:
 
 def canonical_recipe(region: Any) -> str:
     """Generic text of the region's math: SSA names normalised, the labels
-    `fused_id`/`name`/`cost` dropped. Equal math gives equal text."""
+    `fused_id`/`name`/`cost` dropped. Equal math gives equal text.
+    Raises `RecipeError` (text that does not parse, an op that is not a
+    region, `NotARegionError` for anything else), nothing else by design."""
     from xdsl.printer import Printer
 
     op = as_region(region)

@@ -75,7 +75,7 @@ def decompose_region(region: Any, dtypes: Sequence[Any] | None = None, *, machin
     kernel per dtypes and ranks). Raises `LoweringError`.
     """
     from fusebind.compiler.cost import MachineModel, compose_region_cost
-    from fusebind.compiler.recipes import canonical_recipe
+    from fusebind.compiler.recipes import RecipeError, canonical_recipe
 
     t0 = time.perf_counter()
     block = region.regions[0].blocks[0]
@@ -90,7 +90,7 @@ def decompose_region(region: Any, dtypes: Sequence[Any] | None = None, *, machin
     t1 = time.perf_counter()
     try:
         recipe = canonical_recipe(region)
-    except Exception:  # a region the registry cannot canonicalise is still compiled; the text keys it
+    except RecipeError:  # a region the registry cannot canonicalise is still compiled; the text keys it
         recipe = ""
     shapes = [list(s.shape) for s in (*emitted.inputs, *emitted.outputs)]
     built = build_object(emitted, cache=cache, key_parts={"recipe": recipe, "dtypes": actual, "shapes": shapes,

@@ -339,11 +339,11 @@ class Executor:
         return optimize(module, table)  # type: ignore[misc]
 
     def _fused_id_of(self, region: Any) -> tuple[int, str]:
-        from fusebind.compiler.recipes import canonical_recipe
+        from fusebind.compiler.recipes import RecipeError, canonical_recipe
 
         try:
             canonical = canonical_recipe(region)
-        except Exception:  # not a valid recipe: no id, and nothing to compile
+        except RecipeError:  # not a valid recipe: no id, and nothing to compile
             return region.id, "!failed"
         record = self.compiler.records.get(canonical)
         if record is not None and record.error is not None:

@@ -146,11 +146,11 @@ def _numel(region: Any) -> int:
 
 def _key_of(item: WorkItem) -> str:
     """Compile-at-most-once key: the canonical recipe (structural), else the id."""
-    from fusebind.compiler.recipes import canonical_recipe
+    from fusebind.compiler.recipes import RecipeError, canonical_recipe
 
     try:
         return canonical_recipe(item.region)
-    except Exception:  # not a valid recipe: the id (or name) keys it; compiling it will report why
+    except RecipeError:  # not a valid recipe: the id (or name) keys it; compiling it will report why
         return f"id:{item.fused_id}:{item.name}"
 
 

@@ -147,6 +147,17 @@ def test_text_must_hold_exactly_one_region() -> None:
         as_region(42)
 
 
+def test_canonical_recipe_raises_only_recipe_errors() -> None:
+    # the runtime and lowering catch exactly RecipeError around canonical_recipe (not Exception)
+    from fusebind.compiler.recipes import NotARegionError, RecipeError, canonical_recipe
+
+    for bad, cls in ((42, NotARegionError), ("%r = fused.region @e (", RecipeParseError)):
+        with pytest.raises(RecipeError) as info:
+            canonical_recipe(bad)
+        assert type(info.value) is cls
+    assert issubclass(NotARegionError, TypeError) and issubclass(NotARegionError, RecipeError)
+
+
 @pytest.mark.parametrize("text, message", [
     ('"', 'recipe text does not parse: 1:1: unterminated string literal'),  # the very first token
     ("%r = fused.region @e (" + "(" * 5000, "recipe text does not parse: 1:23: operand expected"),
