@@ -111,3 +111,9 @@ class UnknownOpError(FusebindError, KeyError):
 
     def __str__(self) -> str:  # KeyError's str() would show the message quoted, as a repr
         return str(self.args[0]) if self.args else ""
+
+
+class ShapeInferenceError(FusebindValueError):
+    """An op's shape rule (`infer_shape`) refuses its operand shapes or properties; the message
+    names the op and why. Verifiers re-raise it as a verification error, shape specialization as
+    its own error naming the call's arguments."""

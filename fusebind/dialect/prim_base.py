@@ -14,7 +14,7 @@ The generic form (`"prim.add"(%a, %b) : (...) -> ...`) always works too.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from xdsl.dialects.builtin import (
@@ -32,7 +32,7 @@ from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
-from fusebind.dialect.errors import FusebindValueError
+from fusebind.dialect.errors import FusebindValueError, ShapeInferenceError
 from fusebind.dialect.types import (
     Shape,
     compatible,
@@ -85,6 +85,32 @@ class PrimOp(IRDLOperation):
 
     def result_shape(self) -> Shape:
         return shape_of(self.results[0].type)
+
+    # --- shape inference: the ONE rule per op ---------------------------------
+    @classmethod
+    def infer_shape(cls, *operand_shapes: Shape, **props: Any) -> Shape:
+        """The result shape of this op on operands of `operand_shapes` (ints, or None for a
+        dynamic dim), given the properties `shape_props` names. Constructors, verifiers, shape
+        specialization and lowering all use it. Raises `ShapeInferenceError`."""
+        raise ShapeInferenceError(f"{cls.name}: no shape rule; give its result a static type")
+
+    def shape_props(self) -> dict[str, Any]:
+        """The keyword arguments `infer_shape` needs, read from this op (none by default)."""
+        return {}
+
+    def inferred_shape(self, operand_shapes: Sequence[Shape] | None = None) -> Shape:
+        """`infer_shape` of this op, on its operands' shapes unless others are given."""
+        if operand_shapes is None:
+            operand_shapes = [shape_of(o.type) for o in self.operands]
+        return type(self).infer_shape(*operand_shapes, **self.shape_props())
+
+    def _check_inferred(self, elem: str) -> None:
+        """Verify the result type against the inferred shape and `elem`."""
+        try:
+            shape = self.inferred_shape()
+        except ShapeInferenceError as err:
+            raise VerifyException(str(err)) from None
+        self._check_result(shape, elem)
 
     def result_elem(self) -> str:
         return elem_of(self.results[0].type)

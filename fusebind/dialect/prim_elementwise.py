@@ -28,7 +28,7 @@ from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def, tra
 from xdsl.traits import Commutative, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from fusebind.dialect.errors import FusebindValueError
+from fusebind.dialect.errors import ShapeInferenceError
 from fusebind.dialect.prim_base import PrimOp, cast_result
 from fusebind.dialect.scalar import (
     PREDICATES,
@@ -40,6 +40,7 @@ from fusebind.dialect.types import (
     ALL_TYPES,
     FLOAT_TYPES,
     NUMERIC_TYPES,
+    Shape,
     broadcast_shapes,
     compatible,
     elem_of,
@@ -55,20 +56,19 @@ def _ssa(v: Value) -> SSAValue:
     return SSAValue.get(v)
 
 
-def _broadcast_or_raise(name: str, *values: SSAValue) -> tuple[int | None, ...]:
-    shapes = [shape_of(v.type) for v in values]
-    out = broadcast_shapes(*shapes)
-    if out is None:
-        raise VerifyException(
-            f"{name}: operand shapes {' and '.join(format_shape(s) for s in shapes)} do not broadcast"
-        )
-    return out
-
-
 class ElementwiseOp(PrimOp):
     """An op computing each output element from the same-index input elements."""
 
     traits = traits_def(Pure())
+
+    @classmethod
+    def infer_shape(cls, *operand_shapes: Shape, **props: Any) -> Shape:
+        """numpy broadcasting of the operand shapes (`types.broadcast_shapes`)."""
+        out = broadcast_shapes(*operand_shapes)
+        if out is None:
+            raise ShapeInferenceError(
+                f"{cls.name}: operand shapes {' and '.join(format_shape(s) for s in operand_shapes)} do not broadcast")
+        return out
 
     def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
         raise NotImplementedError(f"{self.name} has no scalar body")
@@ -88,7 +88,7 @@ class UnaryOp(ElementwiseOp):
     def verify_(self) -> None:
         elem = self._elem(self.x, "operand")
         self._check_dtype(elem)
-        self._check_result(shape_of(self.x.type), elem)
+        self._check_inferred(elem)
 
     def reference(self, *arrays: np.ndarray) -> np.ndarray:
         (x,) = arrays
@@ -267,12 +267,7 @@ class BinaryOp(ElementwiseOp):
 
     def __init__(self, lhs: Value, rhs: Value):
         lhs, rhs = _ssa(lhs), _ssa(rhs)
-        shape = broadcast_shapes(shape_of(lhs.type), shape_of(rhs.type))
-        if shape is None:
-            raise FusebindValueError(
-                f"{self.name}: operand shapes {format_shape(shape_of(lhs.type))} and "
-                f"{format_shape(shape_of(rhs.type))} do not broadcast"
-            )
+        shape = type(self).infer_shape(shape_of(lhs.type), shape_of(rhs.type))
         super().__init__(operands=[lhs, rhs], result_types=[tensor_type(shape, self._result_elem(elem_of(lhs.type)))])
 
     def _result_elem(self, operand_elem: str) -> str:
@@ -284,8 +279,7 @@ class BinaryOp(ElementwiseOp):
         if a != b:
             raise VerifyException(f"{self.name}: operand element types {a} and {b} differ")
         self._check_dtype(a)
-        shape = _broadcast_or_raise(self.name, self.lhs, self.rhs)
-        self._check_result(shape, self._result_elem(a))
+        self._check_inferred(self._result_elem(a))
 
     def reference(self, *arrays: np.ndarray) -> np.ndarray:
         a, b = (np.asarray(x) for x in arrays)
@@ -429,9 +423,7 @@ class SelectOp(ElementwiseOp):
 
     def __init__(self, cond: Value, lhs: Value, rhs: Value):
         cond, lhs, rhs = _ssa(cond), _ssa(lhs), _ssa(rhs)
-        shape = broadcast_shapes(*(shape_of(v.type) for v in (cond, lhs, rhs)))
-        if shape is None:
-            raise FusebindValueError(f"{self.name}: operand shapes do not broadcast")
+        shape = type(self).infer_shape(*(shape_of(v.type) for v in (cond, lhs, rhs)))
         super().__init__(operands=[cond, lhs, rhs], result_types=[tensor_type(shape, elem_of(lhs.type))])
 
     def verify_(self) -> None:
@@ -442,8 +434,7 @@ class SelectOp(ElementwiseOp):
         b = self._elem(self.rhs, "rhs")
         if a != b:
             raise VerifyException(f"{self.name}: value element types {a} and {b} differ")
-        shape = _broadcast_or_raise(self.name, self.cond, self.lhs, self.rhs)
-        self._check_result(shape, a)
+        self._check_inferred(a)
 
     def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
         return b.select(*args)
@@ -471,7 +462,7 @@ class CastOp(ElementwiseOp):
     def verify_(self) -> None:
         self._elem(self.x, "operand")
         self._elem(self.result, "result")
-        in_shape, out_shape = shape_of(self.x.type), shape_of(self.result.type)
+        in_shape, out_shape = self.inferred_shape(), shape_of(self.result.type)
         if not compatible(in_shape, out_shape):
             raise VerifyException(
                 f"{self.name}: result shape {format_shape(out_shape)} does not match operand shape "

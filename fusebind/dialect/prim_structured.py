@@ -16,7 +16,7 @@ FLOPS_PER_ELEMENT of a reduction counts per *input* element; matmul counts
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from xdsl.dialects.builtin import DenseArrayBase, DenseIntOrFPElementsAttr, TensorType, UnitAttr
@@ -27,7 +27,7 @@ from xdsl.printer import Printer
 from xdsl.traits import ConstantLike, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from fusebind.dialect.errors import FusebindValueError
+from fusebind.dialect.errors import FusebindValueError, ShapeInferenceError
 from fusebind.dialect.prim_base import PrimOp, cast_result, int_list, int_list_values
 from fusebind.dialect.types import (
     ALL_TYPES,
@@ -36,7 +36,6 @@ from fusebind.dialect.types import (
     Shape,
     broadcast_shapes,
     broadcasts_to,
-    compatible,
     elem_of,
     format_shape,
     name_of_numpy_dtype,
@@ -76,8 +75,23 @@ class ReductionOp(PrimOp):
         props: dict[str, Attribute] = {"axes": int_list(norm)}
         if keepdims:
             props["keepdims"] = UnitAttr()
-        shape = reduced_shape(shape_of(x.type), norm, keepdims)
+        shape = type(self).infer_shape(shape_of(x.type), axes=norm, keepdims=keepdims)
         super().__init__(operands=[x], result_types=[tensor_type(shape, elem_of(x.type))], properties=props)
+
+    @classmethod
+    def infer_shape(cls, *operand_shapes: Shape, **props: Any) -> Shape:
+        """`axes` (normalised: distinct, in range) dropped, or kept as 1 with `keepdims`."""
+        (shape,) = operand_shapes
+        axes = tuple(props["axes"])
+        for a in axes:
+            if not 0 <= a < len(shape):
+                raise ShapeInferenceError(f"{cls.name}: axis {a} is out of range for rank {len(shape)}")
+        if len(set(axes)) != len(axes):
+            raise ShapeInferenceError(f"{cls.name}: axes {list(axes)} repeat an axis")
+        return reduced_shape(shape, axes, bool(props.get("keepdims", False)))
+
+    def shape_props(self) -> dict[str, Any]:
+        return {"axes": self.axes_list(), "keepdims": self.keepdims is not None}
 
     def axes_list(self) -> tuple[int, ...]:
         return int_list_values(self.axes)
@@ -85,14 +99,7 @@ class ReductionOp(PrimOp):
     def verify_(self) -> None:
         elem = self._elem(self.x, "operand")
         self._check_dtype(elem)
-        shape = shape_of(self.x.type)
-        axes = self.axes_list()
-        for a in axes:
-            if not 0 <= a < len(shape):
-                raise VerifyException(f"{self.name}: axis {a} is out of range for rank {len(shape)}")
-        if len(set(axes)) != len(axes):
-            raise VerifyException(f"{self.name}: axes {list(axes)} repeat an axis")
-        self._check_result(reduced_shape(shape, axes, self.keepdims is not None), elem)
+        self._check_inferred(elem)
 
     def flops(self) -> float | None:
         n = num_elements(shape_of(self.x.type))
@@ -182,17 +189,26 @@ class BroadcastToOp(ShapeOp):
         x = SSAValue.get(x)
         super().__init__(operands=[x], result_types=[tensor_type(shape, elem_of(x.type))])
 
-    def verify_(self) -> None:
-        self._elems_agree()
-        src, dst = shape_of(self.x.type), shape_of(self.result.type)
+    @classmethod
+    def infer_shape(cls, *operand_shapes: Shape, **props: Any) -> Shape:
+        """The target `shape`, its dynamic dims read from the operand's aligned dims (1 where the
+        operand has none, as np.broadcast_to of a target with no size there)."""
+        (src,) = operand_shapes
+        dst = tuple(props["shape"])
         if not broadcasts_to(src, dst):
-            raise VerifyException(f"{self.name}: shape {format_shape(src)} cannot broadcast to {format_shape(dst)}")
+            raise ShapeInferenceError(f"{cls.name}: shape {format_shape(src)} cannot broadcast to {format_shape(dst)}")
+        off = len(dst) - len(src)
+        return tuple(src[i - off] if d is None and i >= off else (1 if d is None else d) for i, d in enumerate(dst))
+
+    def shape_props(self) -> dict[str, Any]:
+        return {"shape": shape_of(self.result.type)}
+
+    def verify_(self) -> None:
+        self._check_inferred(self._elems_agree())
 
     def reference(self, *arrays: np.ndarray) -> np.ndarray:
         x = np.asarray(arrays[0])
-        dst = shape_of(self.result.type)
-        off = len(dst) - x.ndim
-        target = tuple(x.shape[i - off] if d is None and i >= off else (1 if d is None else d) for i, d in enumerate(dst))
+        target = self.inferred_shape([x.shape])
         return cast_result(self, np.broadcast_to(x, target).copy())
 
 
@@ -206,16 +222,38 @@ class ReshapeOp(ShapeOp):
     def __init__(self, x: Value, shape: Sequence[int | None]):
         """`shape` may hold one -1/None, inferred (like numpy) when the operand is static."""
         x = SSAValue.get(x)
-        n = num_elements(shape_of(x.type))
-        dims = [None if d is None or d == -1 else int(d) for d in shape]
-        known = num_elements([d for d in dims if d is not None])
-        if n is not None and dims.count(None) == 1 and known:
-            dims[dims.index(None)] = n // known
-        shape = dims
+        dims = tuple(None if d is None or d == -1 else int(d) for d in shape)
+        shape = type(self).infer_shape(shape_of(x.type), shape=dims)
         super().__init__(operands=[x], result_types=[tensor_type(shape, elem_of(x.type))])
 
+    @classmethod
+    def infer_shape(cls, *operand_shapes: Shape, **props: Any) -> Shape:
+        """The target `shape`, its one dynamic dim (if any) inferred when the operand is static."""
+        (src,) = operand_shapes
+        dst = tuple(props["shape"])
+        if sum(d is None for d in dst) > 1:
+            raise ShapeInferenceError(f"{cls.name}: target shape {format_shape(dst)} has more than one dynamic "
+                                      "dimension")
+        n, known = num_elements(src), num_elements([d for d in dst if d is not None])
+        if n is None:
+            return dst
+        if None not in dst:
+            if n != known:
+                raise ShapeInferenceError(f"{cls.name}: element counts differ: {n} in {format_shape(src)} vs "
+                                          f"{known} in {format_shape(dst)}")
+            return dst
+        if not known or n % known:  # type: ignore[operator]
+            if not known and n == 0:
+                return dst  # 0 elements into (?, 0): numpy refuses the -1 too, and verify keeps it dynamic
+            raise ShapeInferenceError(f"{cls.name}: cannot reshape {format_shape(src)} to {format_shape(dst)}")
+        return tuple(n // known if d is None else d for d in dst)  # type: ignore[operator]
+
+    def shape_props(self) -> dict[str, Any]:
+        return {"shape": shape_of(self.result.type)}
+
     def verify_(self) -> None:
-        self._elems_agree()
+        elem = self._elems_agree()
+        # the count and dynamic-dim checks name the types, which the shape rule does not know
         a, b = num_elements(shape_of(self.x.type)), num_elements(shape_of(self.result.type))
         if a is not None and b is not None and a != b:
             raise VerifyException(
@@ -223,6 +261,7 @@ class ReshapeOp(ShapeOp):
             )
         if sum(d is None for d in shape_of(self.result.type)) > 1:
             raise VerifyException(f"{self.name}: result type {self.result.type} has more than one dynamic dimension")
+        self._check_inferred(elem)
 
     def reference(self, *arrays: np.ndarray) -> np.ndarray:
         shape = tuple(-1 if d is None else d for d in shape_of(self.result.type))
@@ -240,26 +279,28 @@ class TransposeOp(ShapeOp):
 
     def __init__(self, x: Value, perm: Sequence[int]):
         x = SSAValue.get(x)
-        shape = shape_of(x.type)
-        if sorted(perm) != list(range(len(shape))):
-            raise FusebindValueError(f"{self.name}: {list(perm)} is not a permutation of 0..{len(shape) - 1}")
-        out = tuple(shape[p] for p in perm)
+        out = type(self).infer_shape(shape_of(x.type), perm=perm)
         super().__init__(
             operands=[x], result_types=[tensor_type(out, elem_of(x.type))], properties={"perm": int_list(perm)}
         )
+
+    @classmethod
+    def infer_shape(cls, *operand_shapes: Shape, **props: Any) -> Shape:
+        """Result dim i is operand dim perm[i]."""
+        (shape,) = operand_shapes
+        perm = list(props["perm"])
+        if sorted(perm) != list(range(len(shape))):
+            raise ShapeInferenceError(f"{cls.name}: permutation {perm} is not a permutation of 0..{len(shape) - 1}")
+        return tuple(shape[p] for p in perm)
+
+    def shape_props(self) -> dict[str, Any]:
+        return {"perm": self.perm_list()}
 
     def perm_list(self) -> tuple[int, ...]:
         return int_list_values(self.perm)
 
     def verify_(self) -> None:
-        elem = self._elems_agree()
-        shape = shape_of(self.x.type)
-        perm = self.perm_list()
-        if sorted(perm) != list(range(len(shape))):
-            raise VerifyException(
-                f"{self.name}: permutation {list(perm)} is not a permutation of 0..{len(shape) - 1}"
-            )
-        self._check_result(tuple(shape[p] for p in perm), elem)
+        self._check_inferred(self._elems_agree())
 
     def reference(self, *arrays: np.ndarray) -> np.ndarray:
         return cast_result(self, np.transpose(np.asarray(arrays[0]), self.perm_list()).copy())
@@ -295,10 +336,16 @@ class MatmulOp(PrimOp):
 
     def __init__(self, lhs: Value, rhs: Value):
         lhs, rhs = SSAValue.get(lhs), SSAValue.get(rhs)
-        shape = matmul_shape(shape_of(lhs.type), shape_of(rhs.type))
-        if isinstance(shape, str):
-            raise FusebindValueError(f"{self.name}: {shape}")
+        shape = type(self).infer_shape(shape_of(lhs.type), shape_of(rhs.type))
         super().__init__(operands=[lhs, rhs], result_types=[tensor_type(shape, elem_of(lhs.type))])
+
+    @classmethod
+    def infer_shape(cls, *operand_shapes: Shape, **props: Any) -> Shape:
+        """numpy matmul of operands of rank >= 2 (`matmul_shape`)."""
+        shape = matmul_shape(*operand_shapes)
+        if isinstance(shape, str):
+            raise ShapeInferenceError(f"{cls.name}: {shape}")
+        return shape
 
     def verify_(self) -> None:
         a = self._elem(self.lhs, "lhs")
@@ -306,10 +353,7 @@ class MatmulOp(PrimOp):
         if a != b:
             raise VerifyException(f"{self.name}: operand element types {a} and {b} differ")
         self._check_dtype(a)
-        shape = matmul_shape(shape_of(self.lhs.type), shape_of(self.rhs.type))
-        if isinstance(shape, str):
-            raise VerifyException(f"{self.name}: {shape}")
-        self._check_result(shape, a)
+        self._check_inferred(a)
 
     def flops(self) -> float | None:
         out = num_elements(shape_of(self.result.type))

@@ -2,9 +2,9 @@
 
 Owns `specialize_function(func, shapes) -> func`: a detached copy of a
 `func.func` whose arguments have the given static shapes, every dynamic
-result type re-inferred op by op from its operands with the prim ops' own
-shape rules (broadcasting, reductions, transpose, matmul, reshape,
-broadcast_to), fused.region block arguments and results included. Plans are
+result type re-inferred op by op from its operands with each prim op's own
+shape rule (`infer_shape`, the one the dialect's constructors and verifiers
+use), fused.region block arguments and results included. Plans are
 per input signature, so the optimizer, the lowering and the binding all see
 static shapes: dynamic MLIR input runs the same fused native kernels as
 static input.
@@ -25,52 +25,24 @@ class SpecializationError(FusebindError, ValueError):
     """The call's shapes do not fit the function (an op's shape rule refused them)."""
 
 
-def _result_shape(op: Any, shapes: list[Shape], declared: Sequence[int | None]) -> Shape:
-    """The static result shape of `op` on operands of `shapes`."""
-    from fusebind.dialect.prim import (
-        BroadcastToOp, ElementwiseOp, MatmulOp, ReductionOp, ReshapeOp, TransposeOp,
-    )
-    from fusebind.dialect.types import broadcast_shapes
+def _result_shape(op: Any, shapes: list[Shape]) -> Shape:
+    """The static result shape of `op` on operands of `shapes`: the op's own `infer_shape`."""
+    from fusebind.dialect.errors import ShapeInferenceError
+    from fusebind.dialect.prim import ElementwiseOp, PrimOp
 
-    name = op.name
-    if isinstance(op, ElementwiseOp):
-        out = broadcast_shapes(*shapes)
-        if out is None:
-            raise SpecializationError(f"{name}: operand shapes {', '.join(map(str, shapes))} do not broadcast")
-        return tuple(int(d) for d in out)  # type: ignore[arg-type]
-    if isinstance(op, ReductionOp):
-        (x,) = shapes
-        axes = set(op.axes_list())
-        keep = op.keepdims is not None
-        return tuple(1 if i in axes else d for i, d in enumerate(x) if keep or i not in axes)
-    if isinstance(op, TransposeOp):
-        return tuple(shapes[0][p] for p in op.perm_list())
-    if isinstance(op, MatmulOp):
-        a, b = shapes
-        if len(a) < 1 or len(b) < 1 or a[-1] != (b[-2] if len(b) >= 2 else b[0]):
-            raise SpecializationError(f"{name}: shapes {a} and {b} do not contract")
-        batch = broadcast_shapes(a[:-2], b[:-2])
-        if batch is None:
-            raise SpecializationError(f"{name}: batch dims of {a} and {b} do not broadcast")
-        tail = b[-1:] if len(b) >= 2 else ()
-        return (*[int(d) for d in batch], *a[-2:-1], *tail)  # type: ignore[misc]
-    if isinstance(op, BroadcastToOp):
-        (x,) = shapes
-        off = len(declared) - len(x)
-        return tuple(x[i - off] if d is None and i >= off else (1 if d is None else int(d))
-                     for i, d in enumerate(declared))
-    if isinstance(op, ReshapeOp):
-        (x,) = shapes
-        n = 1
-        for d in x:
-            n *= d
-        known = 1
-        for d in declared:
-            known *= 1 if d is None else int(d)
-        if known == 0 or n % known:
-            raise SpecializationError(f"{name}: cannot reshape {x} to {list(declared)}")
-        return tuple(n // known if d is None else int(d) for d in declared)
-    raise SpecializationError(f"{name}: no shape rule to specialize it; give it static shapes")
+    if not isinstance(op, PrimOp):
+        raise SpecializationError(f"{op.name}: no shape rule to specialize it; give it static shapes")
+    try:
+        out = op.inferred_shape(shapes)
+    except ShapeInferenceError as err:
+        if isinstance(op, ElementwiseOp):  # these messages list the call's shapes as Python writes them
+            raise SpecializationError(f"{op.name}: operand shapes {', '.join(map(str, shapes))} do not broadcast") \
+                from None
+        raise SpecializationError(str(err)) from None
+    if any(d is None for d in out):
+        raise SpecializationError(f"{op.name}: result shape {list(out)} is not static on static operands; "
+                                  "give it static shapes")
+    return tuple(int(d) for d in out)  # type: ignore[arg-type]
 
 
 def _refine_block(block: Any, arg_shapes: Sequence[Shape]) -> list[Shape]:
@@ -100,7 +72,7 @@ def _refine_block(block: Any, arg_shapes: Sequence[Shape]) -> list[Shape]:
         elif all(is_static(shape_of(r.type)) for r in op.results):
             outs = [tuple(int(d) for d in shape_of(r.type)) for r in op.results]  # type: ignore[arg-type]
         else:
-            outs = [_result_shape(op, ins, shape_of(op.results[0].type))]  # type: ignore[arg-type]
+            outs = [_result_shape(op, ins)]  # type: ignore[arg-type]
         for r, s in zip(list(op.results), outs):
             known[set_shape(r, s)] = s
     return []
