@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from fusebind.compiler import lazy_exports
+
 _EXPORTS: dict[str, str] = {
     # cost.py
     "CostEstimate": "cost",
@@ -57,13 +59,9 @@ __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fusebind.compiler' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"fusebind.compiler.{module}"), name)
-    globals()[name] = value
-    return value
+    return lazy_exports.attribute(globals(), _EXPORTS, name,
+                                  lambda module: importlib.import_module(f"fusebind.compiler.{module}"))
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    return lazy_exports.names(globals(), _EXPORTS)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from fusebind.compiler import lazy_exports
+
 _EXPORTS: dict[str, str] = {
     # bindings.py
     "BindingKey": "bindings",
@@ -61,13 +63,9 @@ __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fusebind.runtime' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"fusebind.runtime.{module}"), name)
-    globals()[name] = value
-    return value
+    return lazy_exports.attribute(globals(), _EXPORTS, name,
+                                  lambda module: importlib.import_module(f"fusebind.runtime.{module}"))
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    return lazy_exports.names(globals(), _EXPORTS)
