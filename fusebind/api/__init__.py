@@ -1,25 +1,29 @@
-"""fusebind's Python API: `jit`, `compile` and the array functions.
+"""fusebind's Python API: `jit`, `compile`, `register_op` and the array functions.
 
 Owns nothing but the public names; see trace.py (tracing), functions.py
-(exp, softmax, ...), jit.py (the callable), capture.py (scalar arguments,
-captured arrays, `constant`) and compile.py (MLIR input).
+(exp, softmax, ...: the op functions are generated from the op registry,
+so their names here are too), ops.py (`register_op`), jit.py (the callable),
+capture.py (scalar arguments, captured arrays, `constant`) and compile.py
+(MLIR input).
 """
 
+from fusebind.api import functions as _functions
 from fusebind.api.capture import ConstantArray, constant
 from fusebind.api.compile import CompiledFunction, EntryError, compile
 from fusebind.api.errors import (
     ArgumentError, FusebindAxisError, FusebindError, FusebindIndexError, FusebindOverflowError, FusebindValueError,
     IntegerPowerError, NumpyMismatchError, TraceError, UnsupportedOperation,
 )
-from fusebind.api.functions import (
-    erf, exp, gelu, layer_norm, log, matmul, maximum, minimum, relu, sigmoid, softmax, sqrt, tanh, where,
-)
 from fusebind.api.jit import JitFunction, jit
+from fusebind.api.ops import OpRegistrationError, register_op
 
-__all__ = [
+#: the names that are not array functions (those come from functions.__all__)
+_NAMED = [
     "ArgumentError", "CompiledFunction", "ConstantArray", "EntryError", "FusebindAxisError", "FusebindError",
     "FusebindIndexError", "FusebindOverflowError", "FusebindValueError", "IntegerPowerError",
-    "NumpyMismatchError", "JitFunction", "TraceError", "UnsupportedOperation", "compile",
-    "constant", "erf", "exp", "gelu", "jit", "layer_norm", "log", "matmul", "maximum", "minimum", "relu", "sigmoid", "softmax",
-    "sqrt", "tanh", "where",
+    "NumpyMismatchError", "JitFunction", "OpRegistrationError", "TraceError", "UnsupportedOperation", "compile",
+    "constant", "jit", "register_op",
 ]
+globals().update({name: getattr(_functions, name) for name in _functions.__all__})
+
+__all__ = sorted([*_NAMED, *_functions.__all__])

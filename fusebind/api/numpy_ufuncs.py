@@ -28,7 +28,10 @@ from fusebind.api.tracer import (
     SUPPORTED, Graph, Tracer, _check_broadcast, _weak_operand, as_tracer, binary, weak_bool_as_int, weak_kind,
 )
 from fusebind.dialect import prim
+from fusebind.dialect.errors import OpRegistrationError
+from fusebind.dialect.registry import registered_ops
 
+_GUFUNCS = ("matmul", "vecdot", "matvec", "vecmat")
 _COMPARE = {"less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge", "equal": "eq",
             "not_equal": "ne"}
 
@@ -66,7 +69,7 @@ def to_dtype(graph: Graph, v: Any, dt: np.dtype, strong: bool = False) -> Tracer
     return K.cast(as_tracer(graph, v), dt)
 
 
-def _describe(keys: list[Any]) -> str:
+def describe_keys(keys: list[Any]) -> str:
     def one(k: Any) -> str:
         return f"a Python {k.__name__}" if isinstance(k, type) else f"a {k} array"
     return one(keys[0]) if len(keys) == 1 else " and ".join(one(k) for k in keys)
@@ -98,7 +101,7 @@ def resolve(graph: Graph, ufunc: np.ufunc, inputs: tuple, what: str, dtype: Any 
         ins = [np.dtype(np.int64)] * 2  # numpy compares a Python int with an int array exactly
     for dt in ins + outs:
         if dt not in SUPPORTED:
-            raise unsupported(graph, f"{what} of {_describe(keys)} computes in {dt}, which fusebind has no dtype "
+            raise unsupported(graph, f"{what} of {describe_keys(keys)} computes in {dt}, which fusebind has no dtype "
                                      f"for; cast first: x.astype(np.{_advice(dt)})")
     return ins, outs
 
@@ -175,19 +178,25 @@ def _identity(x: Tracer) -> Tracer:
     return x
 
 
+def _op(cls: Any) -> Callable[..., Tracer]:
+    """The ufunc an op implements (its NUMPY_UFUNC): the op on operands already in the loop dtype."""
+    return lambda *xs: K.op(cls, *xs)
+
+
+#: ufunc name -> its implementation on operands in numpy's loop dtypes. Generated: every registered op's
+#: NUMPY_UFUNC (negative, exp, log, sqrt, tanh, subtract, divide, floor_divide, remainder, power, ...);
+#: then the ufuncs that need more than one op, or bool rules, written here.
 ELEMENTWISE: dict[str, Callable[..., Any]] = {
-    "add": _bool_or(prim.AddOp, K.logical_or), "subtract": lambda a, b: K.op(prim.SubOp, a, b),
-    "multiply": _bool_or(prim.MulOp, K.logical_and), "divide": lambda a, b: K.op(prim.DivOp, a, b),
-    "floor_divide": lambda a, b: K.op(prim.FloorDivOp, a, b), "remainder": lambda a, b: K.op(prim.RemOp, a, b),
+    cls.NUMPY_UFUNC: _op(cls) for cls in registered_ops()
+    if cls.NUMPY_UFUNC and cls.NUMPY_UFUNC not in _GUFUNCS and "." not in cls.KIND}  # built-ins: user ops map_op
+ELEMENTWISE.update({
+    "add": _bool_or(prim.AddOp, K.logical_or), "multiply": _bool_or(prim.MulOp, K.logical_and),
     "divmod": lambda a, b: (K.op(prim.FloorDivOp, a, b), K.op(prim.RemOp, a, b)),
-    "power": lambda a, b: K.op(prim.PowOp, a, b), "float_power": lambda a, b: K.op(prim.PowOp, a, b),
+    "float_power": lambda a, b: K.op(prim.PowOp, a, b),
     "maximum": _bool_or(prim.MaxOp, K.logical_or), "minimum": _bool_or(prim.MinOp, K.logical_and),
-    "fmax": _fmax(prim.MaxOp), "fmin": _fmax(prim.MinOp),
-    "negative": lambda x: K.op(prim.NegOp, x), "positive": _identity,
+    "fmax": _fmax(prim.MaxOp), "fmin": _fmax(prim.MinOp), "positive": _identity,
     "absolute": lambda x: x if x.dtype == np.bool_ else K.op(prim.AbsOp, x), "fabs": lambda x: K.op(prim.AbsOp, x),
     "sign": _sign, "square": lambda x: K.op(prim.MulOp, x, x), "reciprocal": _reciprocal,
-    "exp": lambda x: K.op(prim.ExpOp, x), "log": lambda x: K.op(prim.LogOp, x),
-    "sqrt": lambda x: K.op(prim.SqrtOp, x), "tanh": lambda x: K.op(prim.TanhOp, x),
     "exp2": lambda x: K.op(prim.PowOp, K.like(x, 2), x), "conjugate": _identity,
     "logical_and": lambda a, b: K.logical_and(K.truth(a), K.truth(b)),
     "logical_or": lambda a, b: K.logical_or(K.truth(a), K.truth(b)),
@@ -200,7 +209,7 @@ ELEMENTWISE: dict[str, Callable[..., Any]] = {
     "floor": _rounding("floor"), "ceil": _rounding("ceil"), "trunc": _rounding("trunc"), "rint": _rounding("rint"),
     "deg2rad": _scale(np.pi / 180), "rad2deg": _scale(180 / np.pi), "heaviside": _heaviside,
     **{name: (lambda pred: lambda a, b: K.compare(pred, a, b))(pred) for name, pred in _COMPARE.items()},
-}
+})
 ELEMENTWISE["radians"], ELEMENTWISE["degrees"] = ELEMENTWISE["deg2rad"], ELEMENTWISE["rad2deg"]
 
 #: why the other ufuncs are refused, and what to use
@@ -217,7 +226,31 @@ ADVICE: dict[str, str] = {
     "lcm": "fusebind has no integer lcm op",
 }
 
-_GUFUNCS = ("matmul", "vecdot", "matvec", "vecmat")
+
+
+def check_mappable(ufunc_name: str, cls: Any) -> None:
+    """A user op may implement a numpy ufunc fusebind does not compute yet (np.hypot), never replace one."""
+    ufunc = getattr(np, ufunc_name, None)
+    if not isinstance(ufunc, np.ufunc) or ufunc_name != ufunc.__name__:
+        raise OpRegistrationError(f"register_op: {cls.__qualname__} sets NUMPY_UFUNC = {ufunc_name!r}, which is not "
+                                  "the name of a numpy ufunc (ufunc.__name__, e.g. 'hypot')")
+    if ufunc_name in ELEMENTWISE or ufunc_name in _GUFUNCS or ufunc.nin != len(cls.get_irdl_definition().operands):
+        raise OpRegistrationError(f"register_op: {cls.__qualname__} sets NUMPY_UFUNC = {ufunc_name!r}, which fusebind "
+                                  "already computes (or whose operand count differs); leave NUMPY_UFUNC out")
+
+
+def map_op(cls: Any) -> None:
+    """numpy's `cls.NUMPY_UFUNC` on traced arrays is now the user op (checked by check_mappable), in numpy's
+    loop dtype when the op takes it."""
+    what = f"numpy.{cls.NUMPY_UFUNC}"
+
+    def impl(*xs: Tracer) -> Tracer:
+        elem = SUPPORTED[xs[0].dtype]
+        if elem not in cls.DTYPES:
+            raise unsupported(xs[0].graph, f"{what} of a {xs[0].dtype} array is not supported: {cls.name} takes "
+                                           f"{', '.join(sorted(cls.DTYPES))}; cast first: x.astype(np.float32)")
+        return K.op(cls, *xs)
+    ELEMENTWISE[cls.NUMPY_UFUNC] = impl
 
 
 # ---------------------------------------------------------------- methods

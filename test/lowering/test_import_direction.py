@@ -129,6 +129,8 @@ def _target(base: str, name: str) -> str:
     full = f"{base}.{name}"
     if full in modules():
         return full
+    if base == "fusebind" and name != "__version__":
+        return "fusebind.api"  # the root's lazy names: `_API`, and the array functions of fusebind.api.__all__
     return lazy_exports(base).get(name, base)
 
 
