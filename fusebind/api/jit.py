@@ -26,6 +26,7 @@ import numpy as np
 from fusebind.api.capture import Binding, call_key
 from fusebind.api.errors import UnsupportedOperation
 from fusebind.api.trace import parameter_names, trace_graph
+from fusebind.runtime.arms import ArmStats
 from fusebind.runtime.executor import Executor
 
 
@@ -46,14 +47,20 @@ def default_optimizer(backend: str, session: Any = None) -> Callable[..., Any]:
     return optimize
 
 
+#: the order `JitStats` shows its fields in
+_STATS_ORDER = ("calls", "traces", "plans", "plan_hits", "compiles", "object_cache_hits", "arm0_calls",
+                "fused_calls", "run_seconds", "arm0_seconds", "fused_seconds")
+
+
 @dataclass(repr=False)
-class JitStats:
+class JitStats(ArmStats):
     """Summed over every signature, and counted for every call (fast-path
     calls too): calls, traces, plans built, plan_hits (calls that reused the
     cached plan of their signature), compiles (kernels really compiled),
     object_cache_hits (kernels loaded from the on-disk object cache instead),
-    arm0_calls / fused_calls (region runs per arm; a region still queued for
-    compilation runs as primitives and counts as arm 0).
+    and the runtime's `ArmStats` it extends: arm0_calls / fused_calls (region
+    runs per arm; a region still queued for compilation runs as primitives and
+    counts as arm 0).
 
     Timed only with `fb.jit(profile=True)`: run_seconds (time running plans;
     the kernel call on the fast path), arm0_seconds and fused_seconds (time
@@ -66,11 +73,9 @@ class JitStats:
     plan_hits: int = 0
     compiles: int = 0
     object_cache_hits: int = 0
-    arm0_calls: int = 0
-    fused_calls: int = 0
     profile: bool = False
     run_seconds: float | None = None
-    arm0_seconds: float | None = None
+    arm0_seconds: float | None = None  # ArmStats' fields, unmeasured (None) until profiled
     fused_seconds: float | None = None
 
     @property
@@ -79,12 +84,9 @@ class JitStats:
         return self.plan_hits
 
     def __repr__(self) -> str:
-        from dataclasses import fields
-
         from fusebind.runtime.executor import format_stats
 
-        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "profile"}
-        return format_stats("JitStats", shown, self.profile)
+        return format_stats("JitStats", {name: getattr(self, name) for name in _STATS_ORDER}, self.profile)
 
 
 class JitFunction:
