@@ -76,38 +76,41 @@ def _props_hold(op: Operation, node: Node) -> bool:
 
 
 def _match(state: MatchState, term: Term, value: SSAValue, bound: Binding) -> Iterator[Binding]:
-    """Every way `term` matches `value` extending `bound` (a fresh dict per way)."""
-    key = id(term)
-    if key in bound:  # a recurring input or a shared node: the same value again
-        if bound[key] == value:
-            yield bound
-        return
-    if isinstance(term, Input):
-        yield {**bound, key: value}
-        return
-    if isinstance(term, Const):
-        got = splat_value(state, value)
-        if got is not None and term.accepts(got):
-            yield bound
-        return
+    """Every way the op node `term` matches `value` extending `bound` (a fresh dict per way;
+    leaves are matched inline by `_match_all`, the hot path)."""
     op = state.graph.producer(value)
-    if (not state.free(op) or op_kind(op) != term.kind or len(op.operands) != len(term.operands)  # type: ignore[union-attr]
-            or not _props_hold(op, term)):  # type: ignore[arg-type]
+    if (op is None or getattr(op, "KIND", None) != term.kind or op in state.claimed  # type: ignore[union-attr]
+            or len(op.operands) != len(term.operands) or (term.props and not _props_hold(op, term))):  # type: ignore[union-attr]
         return
-    bound = {**bound, key: value}
-    operands = tuple(op.operands)  # type: ignore[union-attr]
+    bound = {**bound, id(term): value}
+    operands = tuple(op.operands)
     yield from _match_all(state, term.operands, operands, bound)
-    if len(operands) == 2 and operands[0] != operands[1] and is_commutative(op):  # type: ignore[arg-type]
+    if len(operands) == 2 and operands[0] is not operands[1] and is_commutative(op):
         yield from _match_all(state, term.operands, operands[::-1], bound)
 
 
 def _match_all(state: MatchState, terms: tuple[Term, ...], values: tuple[SSAValue, ...],
-               bound: Binding) -> Iterator[Binding]:
-    if not terms:
-        yield bound
-        return
-    for extended in _match(state, terms[0], values[0], bound):
-        yield from _match_all(state, terms[1:], values[1:], extended)
+               bound: Binding, i: int = 0) -> Iterator[Binding]:
+    """Every way terms[i:] match values[i:]. An input binds (the same value where it recurs), a
+    shared node must be the value it already matched, a constant must be its splat."""
+    while i < len(terms):
+        term, value = terms[i], values[i]
+        known = bound.get(id(term))
+        if known is not None:
+            if known is not value:
+                return
+        elif isinstance(term, Input):
+            bound = {**bound, id(term): value}
+        elif isinstance(term, Const):
+            got = splat_value(state, value)
+            if got is None or not term.accepts(got):
+                return
+        else:
+            for extended in _match(state, term, value, bound):
+                yield from _match_all(state, terms, values, extended, i + 1)
+            return
+        i += 1
+    yield bound
 
 
 def _shapes_hold(pattern: Pattern, bound: Binding) -> bool:
@@ -127,7 +130,7 @@ def match_pattern(state: MatchState, pattern: Pattern, root: Operation) -> list[
     """The ops of `pattern` matched with its root at `root`, or None."""
     if op_kind(root) != pattern.root.kind or not state.free(root) or len(root.results) != 1:
         return None
-    for bound in _match(state, pattern.root, root.results[0], {}):
+    for bound in _match_all(state, (pattern.root,), (root.results[0],), {}):
         if _shapes_hold(pattern, bound):
             ops: list[Any] = [state.graph.producer(bound[id(n)]) for n in pattern.ops()]
             return ops
@@ -137,11 +140,13 @@ def match_pattern(state: MatchState, pattern: Pattern, root: Operation) -> list[
 def pattern_rule(name: str, static_id: int | None, pattern: Pattern) -> Rule:
     """The rule finding `pattern`: candidates named `name`, tied to `static_id`."""
 
+    root_kind = pattern.root.kind
+
     def match(state: MatchState) -> list[Candidate]:
         out: list[Candidate] = []
         taken: set[Operation] = set()
         for op in reversed(state.graph.ops):  # roots are last: match from the end
-            if op in taken or not state.free(op):
+            if getattr(op, "KIND", None) != root_kind or op in taken or not state.free(op):
                 continue
             ops = match_pattern(state, pattern, op)
             if ops is None or taken.intersection(ops):
