@@ -59,10 +59,6 @@ class DataflowGraph:
         """Distinct in-block users of `op`'s results, in block order."""
         return self._users[self.index[op]]
 
-    def value_users(self, value: SSAValue) -> list[Operation]:
-        """Every op using `value` (in-block or not), in no particular order."""
-        return [use.operation for use in value.uses]
-
     def depends_on(self, op: Operation, is_member: Callable[[Operation], bool], lo: int) -> bool:
         """Does `op` consume, directly or transitively, a result of a member
         (`is_member(op)`)? Only ops with index >= `lo` are visited (nothing
