@@ -1,11 +1,13 @@
-"""Vectorizable fast math: MLIR definitions of exp, expm1, log, tanh, erf and
-sigmoid built from arith ops (plus math.fma / absf / copysign / roundeven,
+"""Vectorizable fast math: MLIR definitions of exp, expm1, log, tanh and erf
+built from arith ops (plus math.fma / absf / copysign / roundeven,
 which lower to LLVM intrinsics, never to libm calls; and, when asked with
 ``definitions(..., ldexp=True)``, one ``llvm.intr.ldexp`` in f32 exp, which is
 one ``vscalefps`` on AVX-512 hosts and a libm call per lane elsewhere).
 
-This module owns the approximations and their constants. It emits MLIR text
-only: it imports neither ``mlir`` nor ``llvmlite``, and it does not decide
+This module owns the approximations and their constants, one `Approximation`
+record each in `APPROXIMATIONS` (body, measured error bound per element type), from
+which `FASTMATH_FUNCTIONS` and `ULP_BOUNDS` derive; the SSA text builder and the
+IEEE formats are `fastmath_text.py`'s. It emits MLIR text only: it imports neither ``mlir`` nor ``llvmlite``, and it does not decide
 where the functions are called (the lowering does that, with
 ``func.call @__fb_exp_f32(%v) : (f32) -> f32`` inside ``linalg.generic``
 bodies). The definitions are ``func.func private`` and carry the LLVM
@@ -13,7 +15,8 @@ bodies). The definitions are ``func.func private`` and carry the LLVM
 loop before the loop vectorizer runs.
 
 Error bounds (measured, see docs/FASTMATH.md and test/lowering/test_fastmath.py)
-are stated in ``ULP_BOUNDS``. Every function propagates NaN and gets the IEEE
+are stated in each record's ``ulps`` (``ULP_BOUNDS``). prim.sigmoid is not
+here: its scalar body is 1 / (1 + exp(-x)), so it calls the fast exp. Every function propagates NaN and gets the IEEE
 edge cases right (±0, ±inf, denormals, overflow, underflow).
 
 How the approximations work (constants are derived below from exact
@@ -31,8 +34,6 @@ offline by the documented procedures and listed literally):
   with the ``atanh`` series for ``R``. Denormal inputs are rescaled first.
 * tanh: ``t = -expm1(-2|x|) / (expm1(-2|x|) + 2)``, sign restored by copysign
   (no cancellation anywhere, saturates to ±1 exactly).
-* sigmoid: ``e = exp(-|x|)``; ``1/(1+e)`` for ``x >= 0``, ``e/(1+e)`` else
-  (no overflow, exact underflow into the denormals).
 * erf: Taylor series ``x*P(x*x)`` for ``|x| < ERF_SPLIT``; above it
   ``1 - exp(-x*x) * Q(|x|)`` with ``Q = erfc*exp(x*x)`` as a Chebyshev series
   (Clenshaw); ``x*x`` is split with an FMA so ``exp(-x*x)`` stays accurate.
@@ -40,14 +41,18 @@ offline by the documented procedures and listed literally):
 
 from __future__ import annotations
 
-from decimal import Decimal, localcontext
+import struct
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from fractions import Fraction
 from math import factorial
-import struct
-from typing import Iterable
+
 from fusebind.dialect.errors import FusebindError
+from fusebind.lowering.fastmath_text import LN2, TWO_OVER_SQRT_PI, Body, Format, split_ln2
 
 __all__ = [
+    "APPROXIMATIONS",
+    "Approximation",
     "FASTMATH_FUNCTIONS",
     "ELEMENT_TYPES",
     "ULP_BOUNDS",
@@ -56,27 +61,18 @@ __all__ = [
     "definitions",
 ]
 
-FASTMATH_FUNCTIONS: frozenset[str] = frozenset(
-    {"exp", "expm1", "log", "tanh", "erf", "sigmoid"}
-)
 ELEMENT_TYPES: tuple[str, ...] = ("f32", "f64")
 
-# Max error in ULPs (of the correctly rounded result) over the sweep of
-# test/lowering/test_fastmath.py; see docs/FASTMATH.md for the references.
-ULP_BOUNDS: dict[tuple[str, str], float] = {
-    ("exp", "f32"): 1.0,
-    ("exp", "f64"): 1.0,
-    ("expm1", "f32"): 2.0,
-    ("expm1", "f64"): 2.0,
-    ("log", "f32"): 1.0,
-    ("log", "f64"): 1.0,
-    ("tanh", "f32"): 3.0,
-    ("tanh", "f64"): 3.0,
-    ("sigmoid", "f32"): 3.0,
-    ("sigmoid", "f64"): 3.0,
-    ("erf", "f32"): 3.0,
-    ("erf", "f64"): 4.0,
-}
+
+@dataclass(frozen=True)
+class Approximation:
+    """One fast-math function: how its body is built, and its measured error bound."""
+
+    name: str
+    body: Callable[[Body, str], str]  # writes the body on `%x` into a Body; returns the result
+    # Max error in ULPs (of the correctly rounded result) per element type, over the sweep
+    # of test/lowering/test_fastmath.py; see docs/FASTMATH.md for the references.
+    ulps: dict[str, float]
 
 
 class FastMathError(FusebindError, ValueError):
@@ -94,7 +90,7 @@ def definitions(needed: Iterable[tuple[str, str]], *, ldexp: bool = False) -> st
 
     Duplicates are emitted once, in a stable (sorted) order, so the text is a
     deterministic function of the set asked for (it feeds the object cache key).
-    ``ldexp=True``: f32 exp (and sigmoid, erf, which use it) scale by ``2**n`` with
+    ``ldexp=True``: f32 exp (and erf, which uses it) scale by ``2**n`` with
     ``llvm.intr.ldexp``, one ``vscalefps`` on AVX-512 hosts instead of eight integer
     and multiply ops; without AVX-512 LLVM makes it a libm call per lane, so the
     lowering asks for it only on AVX-512 hosts (``build.default_fastmath``).
@@ -119,204 +115,20 @@ def _check(fn: str, elem: str) -> None:
 
 
 # --------------------------------------------------------------------------
-# Float formats and exact constants.
-
-
-class _Format:
-    """Bit layout of one IEEE binary format."""
-
-    def __init__(self, elem: str) -> None:
-        self.elem = elem
-        self.int_t = "i32" if elem == "f32" else "i64"
-        self.mant = 23 if elem == "f32" else 52
-        self.bias = 127 if elem == "f32" else 1023
-        self.bits = 32 if elem == "f32" else 64
-
-    def round(self, value: Fraction | float) -> float:
-        """Round an exact value to this format (nearest even)."""
-        v = float(value)  # exact rational -> f64, correctly rounded
-        if self.elem == "f32":
-            if isinstance(value, Fraction):
-                v = _fraction_to_f32(value)
-            else:
-                v = struct.unpack("<f", struct.pack("<f", v))[0]
-        return v
-
-    def hex(self, value: float) -> str:
-        """MLIR hexadecimal literal holding exactly ``value`` in this format."""
-        if self.elem == "f32":
-            return "0x%08X" % struct.unpack("<I", struct.pack("<f", value))[0]
-        return "0x%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
-
-
-def _fraction_to_f32(q: Fraction) -> float:
-    """Correctly rounded f32 of an exact rational (avoids f64 double rounding)."""
-    if q == 0:
-        return 0.0
-    d = float(q)
-    f = struct.unpack("<f", struct.pack("<f", d))[0]
-    # Nudge to the nearest f32 neighbour if double rounding went wrong.
-    best = f
-    for cand in (_f32_next(f, -1), _f32_next(f, 1)):
-        if abs(Fraction(cand) - q) < abs(Fraction(best) - q):
-            best = cand
-    return best
-
-
-def _f32_next(f: float, direction: int) -> float:
-    (u,) = struct.unpack("<i", struct.pack("<f", f))
-    step = direction if f >= 0 else -direction
-    return struct.unpack("<f", struct.pack("<i", u + step))[0]
-
-
-def _ln2() -> Fraction:
-    with localcontext() as ctx:
-        ctx.prec = 60
-        return Fraction(Decimal(2).ln())
-
-
-_LN2 = _ln2()
-_TWO_OVER_SQRT_PI = Fraction("1.12837916709551257389615890312154517168810125865799771368817")
-
-
-def _split_ln2(fmt: _Format, zero_bits: int) -> tuple[float, float]:
-    """ln2 = hi + lo, hi with ``zero_bits`` trailing zero bits so n*hi is exact."""
-    keep = fmt.mant + 1 - zero_bits
-    scale = 2 ** (keep - 1)  # ln2 in [0.5, 1): keep bits below 2**-1
-    hi = Fraction(int(_LN2 * scale * 2), scale * 2)
-    lo = fmt.round(_LN2 - hi)
-    return float(hi), lo
-
-
-# --------------------------------------------------------------------------
-# SSA text emission.
-
-
-class _Body:
-    """Accumulates the SSA lines of one scalar function body."""
-
-    def __init__(self, fmt: _Format, ldexp: bool = False) -> None:
-        self.fmt = fmt
-        self.ldexp = ldexp  # scale by 2**n with llvm.intr.ldexp (see `definitions`)
-        self.lines: list[str] = []
-        self._n = 0
-        self._consts: dict[tuple[str, str], str] = {}
-
-    def _new(self, text: str) -> str:
-        name = f"%v{self._n}"
-        self._n += 1
-        self.lines.append(f"    {name} = {text}")
-        return name
-
-    # constants
-    def f(self, value: float) -> str:
-        lit = self.fmt.hex(value)
-        key = (lit, self.fmt.elem)
-        if key not in self._consts:
-            self._consts[key] = self._new(f"arith.constant {lit} : {self.fmt.elem}")
-        return self._consts[key]
-
-    def i(self, value: int) -> str:
-        key = (str(value), self.fmt.int_t)
-        if key not in self._consts:
-            self._consts[key] = self._new(f"arith.constant {value} : {self.fmt.int_t}")
-        return self._consts[key]
-
-    # float ops
-    def _bin(self, op: str, a: str, b: str) -> str:
-        return self._new(f"arith.{op} {a}, {b} : {self.fmt.elem}")
-
-    def add(self, a: str, b: str) -> str:
-        return self._bin("addf", a, b)
-
-    def sub(self, a: str, b: str) -> str:
-        return self._bin("subf", a, b)
-
-    def mul(self, a: str, b: str) -> str:
-        return self._bin("mulf", a, b)
-
-    def div(self, a: str, b: str) -> str:
-        return self._bin("divf", a, b)
-
-    def maxnum(self, a: str, b: str) -> str:
-        return self._bin("maxnumf", a, b)
-
-    def minnum(self, a: str, b: str) -> str:
-        return self._bin("minnumf", a, b)
-
-    def neg(self, a: str) -> str:
-        return self._new(f"arith.negf {a} : {self.fmt.elem}")
-
-    def fma(self, a: str, b: str, c: str) -> str:
-        """a*b + c with one rounding."""
-        return self._new(f"math.fma {a}, {b}, {c} : {self.fmt.elem}")
-
-    def abs(self, a: str) -> str:
-        return self._new(f"math.absf {a} : {self.fmt.elem}")
-
-    def copysign(self, a: str, b: str) -> str:
-        return self._new(f"math.copysign {a}, {b} : {self.fmt.elem}")
-
-    def roundeven(self, a: str) -> str:
-        return self._new(f"math.roundeven {a} : {self.fmt.elem}")
-
-    def cmp(self, pred: str, a: str, b: str) -> str:
-        return self._new(f"arith.cmpf {pred}, {a}, {b} : {self.fmt.elem}")
-
-    def select(self, c: str, a: str, b: str) -> str:
-        return self._new(f"arith.select {c}, {a}, {b} : {self.fmt.elem}")
-
-    def horner(self, x: str, coeffs: list[float]) -> str:
-        """c0 + x*(c1 + x*(c2 + ...)) with FMAs."""
-        acc = self.f(coeffs[-1])
-        for c in reversed(coeffs[:-1]):
-            acc = self.fma(acc, x, self.f(c))
-        return acc
-
-    # integer ops
-    def to_int(self, a: str) -> str:
-        return self._new(f"arith.fptosi {a} : {self.fmt.elem} to {self.fmt.int_t}")
-
-    def to_float(self, a: str) -> str:
-        return self._new(f"arith.sitofp {a} : {self.fmt.int_t} to {self.fmt.elem}")
-
-    def bits(self, a: str) -> str:
-        return self._new(f"arith.bitcast {a} : {self.fmt.elem} to {self.fmt.int_t}")
-
-    def from_bits(self, a: str) -> str:
-        return self._new(f"arith.bitcast {a} : {self.fmt.int_t} to {self.fmt.elem}")
-
-    def iop(self, op: str, a: str, b: str) -> str:
-        return self._new(f"arith.{op} {a}, {b} : {self.fmt.int_t}")
-
-    def iselect(self, c: str, a: str, b: str) -> str:
-        return self._new(f"arith.select {c}, {a}, {b} : {self.fmt.int_t}")
-
-    def pow2(self, n: str) -> str:
-        """2**n for an integer n in the normal exponent range."""
-        biased = self.iop("addi", n, self.i(self.fmt.bias))
-        return self.from_bits(self.iop("shli", biased, self.i(self.fmt.mant)))
-
-    def nan_passthrough(self, x: str, result: str) -> str:
-        """NaN inputs come back unchanged (payload and all)."""
-        return self.select(self.cmp("uno", x, x), x, result)
-
-
-# --------------------------------------------------------------------------
 # The approximations.
 
 
-def _taylor_expm1_tail(fmt: _Format) -> list[float]:
+def _taylor_expm1_tail(fmt: Format) -> list[float]:
     """Coefficients of P in expm1(r) = r + r*r*P(r), Taylor, |r| <= ln2/2."""
     degree = 8 if fmt.elem == "f32" else 13  # truncation < 0.15 ULP
     return [fmt.round(Fraction(1, factorial(k))) for k in range(2, degree + 1)]
 
 
-def _exp_reduce(b: _Body, x: str) -> tuple[str, str]:
+def _exp_reduce(b: Body, x: str) -> tuple[str, str]:
     """x (finite, clamped) -> (n as int, expm1(r)) with x = n*ln2 + r."""
     fmt = b.fmt
-    hi, lo = _split_ln2(fmt, 12)
-    n_f = b.roundeven(b.mul(x, b.f(fmt.round(1 / _LN2))))
+    hi, lo = split_ln2(fmt, 12)
+    n_f = b.roundeven(b.mul(x, b.f(fmt.round(1 / LN2))))
     neg_n = b.neg(n_f)
     r = b.fma(neg_n, b.f(hi), x)
     r = b.fma(neg_n, b.f(lo), r)
@@ -325,7 +137,7 @@ def _exp_reduce(b: _Body, x: str) -> tuple[str, str]:
     return b.to_int(n_f), u
 
 
-def _scale(b: _Body, y: str, n: str) -> str:
+def _scale(b: Body, y: str, n: str) -> str:
     """y * 2**n in two exact-or-once-rounded steps (n may exceed the normal range)."""
     n1 = b.iop("shrsi", n, b.i(1))
     n2 = b.iop("subi", n, n1)
@@ -349,14 +161,14 @@ _EXP_P_F32: tuple[float, ...] = (
 _SHIFTER_BITS = {"f32": 0x4B400000, "f64": 0x4338000000000000}
 
 
-def _clamp_keep_nan(b: _Body, x: str, lo: float, hi: float) -> str:
+def _clamp_keep_nan(b: Body, x: str, lo: float, hi: float) -> str:
     """min(max(x, lo), hi) that lets NaN through (select on ordered compares:
     one vmaxps / vminps each on x86, no NaN fix-up)."""
     xl = b.select(b.cmp("olt", x, b.f(lo)), b.f(lo), x)
     return b.select(b.cmp("ogt", xl, b.f(hi)), b.f(hi), xl)
 
 
-def _exp_value(b: _Body, x: str) -> str:
+def _exp_value(b: Body, x: str) -> str:
     """exp(x) for any x. f32: NaN propagates through the arithmetic (no select);
     f64: NaN gives garbage, callers select it away."""
     fmt = b.fmt
@@ -367,22 +179,22 @@ def _exp_value(b: _Body, x: str) -> str:
         return _scale(b, b.add(u, b.f(1.0)), n)
     xc = _clamp_keep_nan(b, x, lo, hi)
     shifter = struct.unpack("<f", struct.pack("<I", _SHIFTER_BITS["f32"]))[0]
-    t = b.fma(xc, b.f(fmt.round(1 / _LN2)), b.f(shifter))
+    t = b.fma(xc, b.f(fmt.round(1 / LN2)), b.f(shifter))
     n_f = b.sub(t, b.f(shifter))  # round-to-nearest-even of x/ln2, exact
     # bitcast, not fptosi: a NaN gives garbage bits here, never poison
     n = b.iop("subi", b.bits(t), b.i(_SHIFTER_BITS["f32"]))
     neg_n = b.neg(n_f)
-    hi_ln2, lo_ln2 = _split_ln2(fmt, 12)
+    hi_ln2, lo_ln2 = split_ln2(fmt, 12)
     r = b.fma(neg_n, b.f(hi_ln2), xc)
     r = b.fma(neg_n, b.f(lo_ln2), r)
     u = b.fma(b.mul(r, r), b.horner(r, list(_EXP_P_F32)), r)
     y = b.add(u, b.f(1.0))
     if b.ldexp:  # one vscalefps on AVX-512 (rounds a denormal result once, overflows to inf)
-        return b._new(f"llvm.intr.ldexp({y}, {n}) : (f32, i32) -> f32")
+        return b.new(f"llvm.intr.ldexp({y}, {n}) : (f32, i32) -> f32")
     return _scale(b, y, n)
 
 
-def _expm1_value(b: _Body, x: str, nonpositive: bool = False) -> str:
+def _expm1_value(b: Body, x: str, nonpositive: bool = False) -> str:
     """expm1(x) for any non-NaN x, except that x == -0.0 may give +0.0.
 
     ``nonpositive``: the caller guarantees x <= 0 (tanh's -2|x|), so n <= 0 and
@@ -395,7 +207,7 @@ def _expm1_value(b: _Body, x: str, nonpositive: bool = False) -> str:
     n, u = _exp_reduce(b, xc)
     # Moderate n: 2**n * (u + (1 - 2**-n)); 1 - 2**-n is exact for |n| <= mant+1.
     limit = fmt.mant + 1
-    nc = n if nonpositive else b._new(f"arith.minsi {n}, {b.i(limit)} : {fmt.int_t}")
+    nc = n if nonpositive else b.new(f"arith.minsi {n}, {b.i(limit)} : {fmt.int_t}")
     neg_nc = b.iop("subi", b.i(0), nc)
     mid = b.add(u, b.sub(b.f(1.0), b.pow2(neg_nc)))
     mid = b.mul(mid, b.pow2(nc))
@@ -404,23 +216,23 @@ def _expm1_value(b: _Body, x: str, nonpositive: bool = False) -> str:
     # Large n: expm1 = exp - 1, the -1 is below or at one rounding of exp.
     big = _scale(b, b.add(u, b.f(1.0)), n)
     big = b.sub(big, b.f(1.0))
-    is_big = b._new(f"arith.cmpi sgt, {n}, {b.i(limit)} : {fmt.int_t}")
+    is_big = b.new(f"arith.cmpi sgt, {n}, {b.i(limit)} : {fmt.int_t}")
     return b.select(is_big, big, mid)
 
 
-def _body_exp(b: _Body, x: str) -> str:
+def _body_exp(b: Body, x: str) -> str:
     if b.fmt.elem == "f32":
         return _exp_value(b, x)  # NaN propagates (same payload, sign may flip)
     return b.nan_passthrough(x, _exp_value(b, x))
 
 
-def _body_expm1(b: _Body, x: str) -> str:
+def _body_expm1(b: Body, x: str) -> str:
     res = _expm1_value(b, x)
     res = b.select(b.cmp("oeq", x, b.f(0.0)), x, res)  # keeps -0.0
     return b.nan_passthrough(x, res)
 
 
-def _log_series(fmt: _Format) -> list[float]:
+def _log_series(fmt: Format) -> list[float]:
     """R(z)/z where R(z) = sum_k 2 z**k / (2k+1): log1p(f) = 2s + s*R(s*s)."""
     terms = 4 if fmt.elem == "f32" else 10  # truncation < 0.01 ULP
     return [fmt.round(Fraction(2, 2 * k + 1)) for k in range(1, terms + 1)]
@@ -439,7 +251,7 @@ _LOG1P_Q_F32: tuple[float, ...] = (
 )
 
 
-def _body_log(b: _Body, x: str) -> str:
+def _body_log(b: Body, x: str) -> str:
     fmt = b.fmt
     elem = fmt.elem
     tiny = 2.0 ** (1 - fmt.bias)
@@ -456,7 +268,7 @@ def _body_log(b: _Body, x: str) -> str:
     m = b.from_bits(mbits)
     f = b.sub(m, b.f(1.0))
     ef = b.to_float(e)
-    hi, lo = _split_ln2(fmt, 12)
+    hi, lo = split_ln2(fmt, 12)
     if elem == "f32":
         # division-free: log = e*hi + (f + e*lo + f*f*Q(f)); e*hi is exact
         q = b.horner(f, list(_LOG1P_Q_F32))
@@ -468,7 +280,7 @@ def _body_log(b: _Body, x: str) -> str:
         special = b.select(b.cmp("oeq", x, b.f(0.0)), b.f(-inf), b.fma(x, b.f(inf), b.f(inf)))
         # 0 < x < inf (denormals included) as one unsigned compare: bits(x) - 1 < bits(max finite)
         below = b.iop("subi", b.bits(x), b.i(1))
-        inside = b._new(f"arith.cmpi ult, {below}, {b.i(0x7F7FFFFF)} : i32")
+        inside = b.new(f"arith.cmpi ult, {below}, {b.i(0x7F7FFFFF)} : i32")
         return b.select(inside, res, special)
     else:
         s = b.div(f, b.add(f, b.f(2.0)))
@@ -484,18 +296,11 @@ def _body_log(b: _Body, x: str) -> str:
     return b.nan_passthrough(x, res)
 
 
-def _body_tanh(b: _Body, x: str) -> str:
+def _body_tanh(b: Body, x: str) -> str:
     a = b.abs(x)
     em = _expm1_value(b, b.mul(a, b.f(-2.0)), nonpositive=True)
     t = b.div(b.neg(em), b.add(em, b.f(2.0)))
     return b.nan_passthrough(x, b.copysign(t, x))
-
-
-def _body_sigmoid(b: _Body, x: str) -> str:
-    e = _exp_value(b, b.neg(b.abs(x)))
-    d = b.add(e, b.f(1.0))
-    num = b.select(b.cmp("olt", x, b.f(0.0)), e, b.f(1.0))
-    return b.nan_passthrough(x, b.div(num, d))
 
 
 # erfc(a) * exp(a*a) as a Chebyshev series in t = (a - mid) / half on
@@ -532,16 +337,16 @@ def _erf_big_chebyshev(elem: str) -> tuple[float, float, tuple[float, ...]]:
     return ERF_SPLIT, _ERF_TOP[elem], coeffs
 
 
-def _erf_small(fmt: _Format) -> list[float]:
+def _erf_small(fmt: Format) -> list[float]:
     """erf(x) = x * P(x*x), Taylor, for |x| < ERF_SPLIT."""
     terms = 10 if fmt.elem == "f32" else 17
     return [
-        fmt.round(_TWO_OVER_SQRT_PI * Fraction((-1) ** k, factorial(k) * (2 * k + 1)))
+        fmt.round(TWO_OVER_SQRT_PI * Fraction((-1) ** k, factorial(k) * (2 * k + 1)))
         for k in range(terms)
     ]
 
 
-def _body_erf(b: _Body, x: str) -> str:
+def _body_erf(b: Body, x: str) -> str:
     fmt = b.fmt
     a = b.abs(x)
     split, top, coeffs = _erf_big_chebyshev(fmt.elem)
@@ -566,19 +371,21 @@ def _body_erf(b: _Body, x: str) -> str:
     return b.nan_passthrough(x, res)
 
 
-_BODIES = {
-    "exp": _body_exp,
-    "expm1": _body_expm1,
-    "log": _body_log,
-    "tanh": _body_tanh,
-    "sigmoid": _body_sigmoid,
-    "erf": _body_erf,
-}
+APPROXIMATIONS: dict[str, Approximation] = {a.name: a for a in (
+    Approximation("exp", _body_exp, {"f32": 1.0, "f64": 1.0}),
+    Approximation("expm1", _body_expm1, {"f32": 2.0, "f64": 2.0}),
+    Approximation("log", _body_log, {"f32": 1.0, "f64": 1.0}),
+    Approximation("tanh", _body_tanh, {"f32": 3.0, "f64": 3.0}),
+    Approximation("erf", _body_erf, {"f32": 3.0, "f64": 4.0}),
+)}
+FASTMATH_FUNCTIONS: frozenset[str] = frozenset(APPROXIMATIONS)
+ULP_BOUNDS: dict[tuple[str, str], float] = {(a.name, elem): u for a in APPROXIMATIONS.values()
+                                             for elem, u in a.ulps.items()}
 
 
 def _define(fn: str, elem: str, ldexp: bool = False) -> str:
-    b = _Body(_Format(elem), ldexp)
-    result = _BODIES[fn](b, "%x")
+    b = Body(Format(elem), ldexp)
+    result = APPROXIMATIONS[fn].body(b, "%x")
     body = "\n".join(b.lines)
     return (
         f"func.func private @{function_name(fn, elem)}(%x: {elem}) -> {elem} "

@@ -267,10 +267,6 @@ class TextScalarBuilder:
     def erf(self, x: str) -> str:
         return self._math("erf", x)
 
-    def sigmoid(self, x: str) -> str:
-        return self._math("sigmoid", x) if self._fastmath and self._fastmath("sigmoid", self.elem(x)) else \
-            self.div(self.constant(1.0, self.elem(x)), self.add(self.constant(1.0, self.elem(x)), self.exp(self.neg(x))))
-
     def pow(self, a: str, b: str, max_exponent: int | None = None) -> str:
         if not is_float(self.elem(a)):
             return self._int_pow(a, b, max_exponent)

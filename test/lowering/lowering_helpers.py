@@ -9,6 +9,7 @@ from typing import Any, Callable
 import numpy as np
 
 from fusebind.dialect import parse_module
+from fusebind.dialect.types import numpy_dtype
 from fusebind.lowering import ObjectCache, build_object, emit_linalg, kernel_signature
 from fusebind.lowering.build import default_fastmath
 
@@ -30,7 +31,7 @@ def compile_func(text: str, cache: ObjectCache, *, dynamic: bool = False, stride
 
     def call(*arrays: np.ndarray, out_shapes: list[tuple[int, ...]] | None = None) -> tuple[np.ndarray, ...]:
         shapes = out_shapes or [tuple(s.shape) for s in emitted.outputs]
-        outs = [np.full(shape, 0x5A, dtype=np.dtype(_np_name(spec.elem))) for shape, spec in zip(shapes, emitted.outputs)]
+        outs = [np.full(shape, 0x5A, dtype=numpy_dtype(spec.elem)) for shape, spec in zip(shapes, emitted.outputs)]
         keep = [np.require(a, requirements="C") if not strided else a for a in arrays]
         kernel(*(descriptor_for(a) for a in keep), *(descriptor_for(o) for o in outs))
         return tuple(outs)
@@ -39,10 +40,6 @@ def compile_func(text: str, cache: ObjectCache, *, dynamic: bool = False, stride
     call.module = module  # type: ignore[attr-defined]
     call.built = built  # type: ignore[attr-defined]
     return call
-
-
-def _np_name(elem: str) -> str:
-    return {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64", "i1": "bool"}[elem]
 
 
 def reference(module: Any, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
