@@ -56,13 +56,20 @@ def int_list_values(attr: Attribute) -> tuple[int, ...]:
     raise FusebindValueError(f"expected an integer list, found {attr}")
 
 
+#: how verification messages name an operand field
+_OPERAND_WORDS = {"x": "operand", "cond": "condition"}
+
+
 class PrimOp(IRDLOperation):
     """Base class of `prim` ops; subclasses set the class facts below."""
 
     KIND: ClassVar[str]
     FLOPS_PER_ELEMENT: ClassVar[float] = 0.0
-    # Element types accepted for the (data) operands.
+    # Element types accepted for the (data) operands: the readable fact, and what the one generic
+    # check in `verify_` enforces (xDSL's own constraint messages would change the documented ones).
     DTYPES: ClassVar[frozenset[str]]
+    # The operands DTYPES applies to (None: every operand; select's condition is i1, not DTYPES).
+    DTYPE_OPERANDS: ClassVar[tuple[str, ...] | None] = None
     # Properties printed as a bare keyword right after the op name.
     KEYWORD_PROPS: ClassVar[tuple[str, ...]] = ()
     # Properties that hold integer lists (printed `[1, 2]` in the custom form).
@@ -115,7 +122,18 @@ class PrimOp(IRDLOperation):
     def result_elem(self) -> str:
         return elem_of(self.results[0].type)
 
-    # --- verification helpers ---------------------------------------------
+    # --- verification -------------------------------------------------------
+    def verify_(self) -> None:
+        """The one element-type check, driven by DTYPES, then the op's own checks (`verify_op`)."""
+        defs = self.get_irdl_definition().operands
+        for (field, _), value in zip(defs, self.operands):
+            if self.DTYPE_OPERANDS is None or field in self.DTYPE_OPERANDS:
+                self._check_dtype(self._elem(value, _OPERAND_WORDS.get(field, field)))
+        self.verify_op()
+
+    def verify_op(self) -> None:
+        """This op's checks beyond the element types (shapes, properties); none by default."""
+
     def _elem(self, value: SSAValue, what: str) -> str:
         t = value.type
         if not isinstance(t, TensorType):  # the IRDL constraint has already refused this

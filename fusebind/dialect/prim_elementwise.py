@@ -85,10 +85,8 @@ class UnaryOp(ElementwiseOp):
         x = _ssa(x)
         super().__init__(operands=[x], result_types=[x.type])
 
-    def verify_(self) -> None:
-        elem = self._elem(self.x, "operand")
-        self._check_dtype(elem)
-        self._check_inferred(elem)
+    def verify_op(self) -> None:
+        self._check_inferred(self._elem(self.x, "operand"))
 
     def reference(self, *arrays: np.ndarray) -> np.ndarray:
         (x,) = arrays
@@ -273,12 +271,11 @@ class BinaryOp(ElementwiseOp):
     def _result_elem(self, operand_elem: str) -> str:
         return operand_elem
 
-    def verify_(self) -> None:
+    def verify_op(self) -> None:
         a = self._elem(self.lhs, "lhs")
         b = self._elem(self.rhs, "rhs")
         if a != b:
             raise VerifyException(f"{self.name}: operand element types {a} and {b} differ")
-        self._check_dtype(a)
         self._check_inferred(self._result_elem(a))
 
     def reference(self, *arrays: np.ndarray) -> np.ndarray:
@@ -393,12 +390,12 @@ class CompareOp(BinaryOp):
         a per-instance fact, so it is a method, not the `Commutative` trait."""
         return self.predicate.data in ("eq", "ne")
 
-    def verify_(self) -> None:
+    def verify_op(self) -> None:
         if self.predicate.data not in PREDICATES:
             raise VerifyException(
                 f"{self.name}: unknown predicate '{self.predicate.data}'; expected one of {', '.join(PREDICATES)}"
             )
-        super().verify_()
+        super().verify_op()
 
     def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
         return b.compare(self.predicate.data, *args)
@@ -420,13 +417,14 @@ class SelectOp(ElementwiseOp):
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
+    DTYPE_OPERANDS: ClassVar[tuple[str, ...] | None] = ("lhs", "rhs")
 
     def __init__(self, cond: Value, lhs: Value, rhs: Value):
         cond, lhs, rhs = _ssa(cond), _ssa(lhs), _ssa(rhs)
         shape = type(self).infer_shape(*(shape_of(v.type) for v in (cond, lhs, rhs)))
         super().__init__(operands=[cond, lhs, rhs], result_types=[tensor_type(shape, elem_of(lhs.type))])
 
-    def verify_(self) -> None:
+    def verify_op(self) -> None:
         c = self._elem(self.cond, "condition")
         if c != "i1":
             raise VerifyException(f"{self.name}: condition element type {c} is not i1")
@@ -459,7 +457,7 @@ class CastOp(ElementwiseOp):
         x = _ssa(x)
         super().__init__(operands=[x], result_types=[tensor_type(shape_of(x.type), to)])
 
-    def verify_(self) -> None:
+    def verify_op(self) -> None:
         self._elem(self.x, "operand")
         self._elem(self.result, "result")
         in_shape, out_shape = self.inferred_shape(), shape_of(self.result.type)
