@@ -34,8 +34,8 @@ from fusebind.dialect.errors import OpRegistrationError, UnknownOpError
 from fusebind.dialect.prim_base import PrimOp
 
 __all__ = [
-    "OpRegistrationError", "UnknownOpError", "op_class", "op_fingerprint", "register_op", "registered_ops",
-    "user_dialects",
+    "OpRegistrationError", "UnknownOpError", "is_user_op", "op_class", "op_fingerprint", "register_op",
+    "registered_ops", "user_dialects", "user_ops",
 ]
 
 #: dialect prefixes fusebind itself loads in `make_context`; a user op may not use them
@@ -45,6 +45,7 @@ RESERVED_PREFIXES = frozenset({"prim", "fused", "builtin", "func", "arith"})
 # them at its import, before any user code can run).
 _BY_NAME: dict[str, tuple[type[PrimOp], str]] = {}
 _BY_KIND: dict[str, type[PrimOp]] = {}
+_USER: list[type[PrimOp]] = []  # the user ops alone: lowering's cache key scans them on every key
 _FINGERPRINTS: dict[type, str] = {}
 
 
@@ -107,6 +108,8 @@ def _register(cls: type[PrimOp], source: str | None, builtin: bool) -> type[Prim
             "(the element types it accepts)")
     _BY_NAME[name] = (cls, source or _describe(cls))
     _BY_KIND[kind] = cls
+    if not builtin:
+        _USER.append(cls)
     return cls
 
 
@@ -127,6 +130,11 @@ def register_builtin_ops(classes: Iterable[type[PrimOp]]) -> None:
 def registered_ops() -> tuple[type[PrimOp], ...]:
     """Every registered op class: the built-in prim ops first, then user ops, in registration order."""
     return tuple(cls for cls, _ in _BY_NAME.values())
+
+
+def user_ops() -> tuple[type[PrimOp], ...]:
+    """The registered user ops (not fusebind's own), in registration order."""
+    return tuple(_USER)
 
 
 def is_user_op(cls: type) -> bool:

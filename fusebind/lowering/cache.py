@@ -40,6 +40,8 @@ or others; anything else (a symlink, another user's file) is a miss and is
 never read (`read_private_file`; calibrate.py reads the machine model the
 same way).
 
+A key includes the `op_fingerprint` of each user op its parts name (see `cache_key`).
+
 Must not: import `mlir` or `llvmlite` (a hit has to be cheap).
 """
 
@@ -75,9 +77,25 @@ class CacheWarning(UserWarning):
 
 
 def cache_key(**parts: Any) -> str:
-    """A stable hex key over JSON-serialisable parts (recipe, dtypes, shapes, target …)."""
+    """A stable hex key over JSON-serialisable parts (recipe, dtypes, shapes, target …).
+
+    Every registered user op whose full name the parts mention (the canonical recipe names
+    its ops) adds its `op_fingerprint`, the hash of its facts and of the source of its
+    `scalar_body` and `reference`: an edited body gives another key, so it cannot load code
+    built from the old one. Built-in ops need none (FORMAT_VERSION and the fusebind version
+    cover them), and a process with no user op pays nothing more."""
     text = json.dumps({"format": FORMAT_VERSION, **parts}, sort_keys=True, default=str)
+    ops = user_op_fingerprints(text)
+    if ops:
+        text += json.dumps({"user_ops": ops}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def user_op_fingerprints(text: str) -> dict[str, str]:
+    """{full name: op_fingerprint} of the registered user ops `text` names."""
+    from fusebind.dialect.registry import op_fingerprint, user_ops
+
+    return {cls.name: op_fingerprint(cls) for cls in user_ops() if cls.name in text}
 
 
 @dataclass
