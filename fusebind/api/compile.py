@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from fusebind.lowering.backend import DEFAULT_BACKEND
 from fusebind.api.errors import ArgumentError, EntryError, FusebindError
 from fusebind.api.jit import default_optimizer
 from fusebind.runtime.executor import Executor
@@ -24,7 +25,7 @@ class CompiledFunction:
     """An MLIR function callable on numpy arrays."""
 
     def __init__(self, text: str, entry: str | None = None, *, optimize: bool = True, background: bool = False,
-                 verify: bool = False, verify_action: str = "raise", backend: str = "cpu",
+                 verify: bool = False, verify_action: str = "raise", backend: str = DEFAULT_BACKEND,
                  threads: int | None = None, cache: Any = None,
                  before_compile: Callable[[str], None] | None = None, machine: Any = None,
                  profile: bool = False) -> None:

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from fusebind.lowering.backend import DEFAULT_BACKEND
 from fusebind.api.capture import Binding, call_key
 from fusebind.api.errors import UnsupportedOperation
 from fusebind.api.trace import parameter_names, trace_graph
@@ -93,7 +94,7 @@ class JitFunction:
     """A traced, optimized, compiled version of `fn` (see `fusebind.jit`)."""
 
     def __init__(self, fn: Callable[..., Any], *, background: bool = False, verify: bool = False,
-                 verify_action: str = "raise", backend: str = "cpu", threads: int | None = None,
+                 verify_action: str = "raise", backend: str = DEFAULT_BACKEND, threads: int | None = None,
                  cache: Any = None, before_compile: Callable[[str], None] | None = None,
                  machine: Any = None, profile: bool = False) -> None:
         self.fn = fn

@@ -33,6 +33,11 @@ from fusebind.compiler.recipes import RecipeRegistry
 #: `(bindings, fused_id, backend) -> bool`: is a kernel bound for the id?
 KernelQuery = Callable[[Any, int, str], bool]
 
+#: The name of the default backend (`cpu`: native code for the host). The
+#: backend itself is lowering's (`fusebind.lowering.backend`, which registers
+#: it under this name); the compiler knows only the name it gates and prices for.
+DEFAULT_BACKEND = "cpu"
+
 #: Default bound on the number of primitive ops in one region.
 DEFAULT_MAX_REGION_OPS = 64
 
@@ -66,7 +71,7 @@ class OptimizationContext:
     recipes: RecipeRegistry
     bindings: Any = None
     kernel_query: KernelQuery = _never
-    backend: str = "cpu"
+    backend: str = DEFAULT_BACKEND
     machine: MachineModel = field(default_factory=MachineModel.default)
     max_region_ops: int = DEFAULT_MAX_REGION_OPS
     symbolic_dim: int = DEFAULT_SYMBOLIC_DIM

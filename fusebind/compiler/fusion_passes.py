@@ -34,7 +34,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from fusebind.dialect.errors import FusebindInternalError, FusebindValueError
-from fusebind.compiler.context import DEFAULT_MAX_REGION_OPS, OptimizationContext
+from fusebind.compiler.context import DEFAULT_BACKEND, DEFAULT_MAX_REGION_OPS, OptimizationContext
 from fusebind.compiler.cost import MACHINE_CHOICES, MachineModel
 from fusebind.compiler.optimize import OptimizeResult, optimize_graph
 
@@ -124,7 +124,7 @@ class FusePass(ModulePass):
     gate: str = "table"
     max_ops: int = DEFAULT_MAX_REGION_OPS
     remarks: bool = False
-    backend: str = "cpu"
+    backend: str = DEFAULT_BACKEND
     launch_ns: float = -1.0
     gflops: float = -1.0
     machine: str = "default"

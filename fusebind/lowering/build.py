@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
-from fusebind import __version__
 from fusebind.lowering.cache import CachedObject, ObjectCache, cache_key, default_cache
 from fusebind.lowering.linalg_types import EmittedKernel
 
-BACKEND = "cpu"
+from fusebind.lowering.backend import CPU, host_fastmath
+
+#: the backend `build_object` makes code for (the registry's first, `cpu`)
+BACKEND = CPU.name
 
 
 @dataclass
@@ -29,44 +31,14 @@ class BuiltObject:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def default_fastmath(ldexp: bool | None = None
-                     ) -> tuple[Callable[[str, str], str | None], Callable[[Iterable[tuple[str, str]]], str]] | None:
-    """(name-of, definitions) from `fastmath.py`, or None if it is not importable.
-
-    `ldexp`: scale exp by `llvm.intr.ldexp` (`fastmath.definitions`); None = on AVX-512
-    hosts (asks llvmlite for the host once). False for text xDSL must parse back (it
-    does not know `llvm.intr.ldexp`).
-    """
-    try:
-        from fusebind.lowering import fastmath
-    except ImportError:
-        return None
-
-    def name_of(fn: str, elem: str) -> str | None:
-        if fn in fastmath.FASTMATH_FUNCTIONS and elem in fastmath.ELEMENT_TYPES:
-            return fastmath.function_name(fn, elem)
-        return None
-
-    if ldexp is None:
-        from fusebind.lowering.codegen import host_target
-
-        ldexp = host_target().has_avx512  # one vscalefps per exp (fastmath.definitions)
-    use_ldexp = ldexp
-
-    def definitions(needed: Iterable[tuple[str, str]]) -> str:
-        return fastmath.definitions(needed, ldexp=use_ldexp)
-
-    return name_of, definitions
+#: (name-of, definitions) of the fast-math functions, or None: the CPU backend's choice
+#: (`backend.host_fastmath`), kept under its old name for lowering's callers
+default_fastmath = host_fastmath
 
 
 def target_key_parts() -> dict[str, Any]:
-    """The host facts every cache key includes (llvmlite is imported; mlir is not)."""
-    from fusebind.lowering.codegen import host_target
-    from fusebind.lowering.pipeline import pipeline_text
-
-    host = host_target()
-    return {"backend": BACKEND, "llvm": host.llvm_version, "triple": host.triple, "cpu": host.cpu,
-            "features": host.features, "fusebind": __version__, "pipeline": pipeline_text()}
+    """The host facts every cache key includes (llvmlite is imported; mlir is not): the CPU backend's."""
+    return CPU.target_key_parts()
 
 
 def build_object(emitted: EmittedKernel, *, cache: ObjectCache | None = None,

@@ -36,6 +36,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from fusebind.lowering.backend import DEFAULT_BACKEND
 from fusebind.compiler.cost import (
     UNKNOWN_COST,
     Cost,
@@ -66,7 +67,7 @@ from fusebind.runtime.thunk import ThunkCall, ThunkUnavailable
 
 @dataclass
 class PlanOptions:
-    backend: str = "cpu"
+    backend: str = DEFAULT_BACKEND
     verify: bool = False
     verify_action: str = "raise"  # or "warn"
     threads: int = 1

@@ -50,6 +50,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from fusebind.lowering.backend import DEFAULT_BACKEND
 from fusebind.dialect.errors import EntryError, FusebindValueError
 from fusebind.compiler.cost import MACHINE_CHOICES, MachineModel
 from fusebind.runtime.bindings import BindingTable, parse_backend
@@ -164,7 +165,7 @@ class Executor:
     check_outputs = check_outputs
 
     def __init__(self, module: Any, entry: str | None = None, *, name: str | None = None,
-                 optimize: Optimizer | None = None, backend: str = "cpu", verify: bool = False,
+                 optimize: Optimizer | None = None, backend: str = DEFAULT_BACKEND, verify: bool = False,
                  verify_action: str = "raise", background: bool = False, threads: int | None = None,
                  cache: Any = None, static_kernels: Any = None,
                  before_compile: Callable[[str], None] | None = None,

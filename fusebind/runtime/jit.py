@@ -48,6 +48,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from fusebind.lowering.backend import DEFAULT_BACKEND
 from fusebind.dialect.errors import FusebindError, FusebindInternalError
 from fusebind.compiler.context import DEFAULT_MAX_REGION_OPS, OptimizationContext
 from fusebind.compiler.cost import MachineModel
@@ -84,7 +85,7 @@ def strict_mode() -> bool:
     return os.environ.get("FUSEBIND_STRICT", "").strip() in ("1", "true", "yes", "on")
 
 
-def table_context(backend: str = "cpu", *, session: Session | None = None, recipes: Any = None,
+def table_context(backend: str = DEFAULT_BACKEND, *, session: Session | None = None, recipes: Any = None,
                   **options: Any) -> OptimizationContext:
     """A context over `session`'s current snapshot (None: the current session,
     `session.current_session()`), gated by `fused_kernel_available_in`, whose
@@ -207,7 +208,7 @@ class JitCompiler:
     resolves it on the first compile; it is passed to `decompose` as `machine=`).
     """
 
-    def __init__(self, backend: str = "cpu", *, background: bool = False, recipes: Any = None,
+    def __init__(self, backend: str = DEFAULT_BACKEND, *, background: bool = False, recipes: Any = None,
                  decompose: Decompose | None = None, cache: Any = None,
                  before_compile: Callable[[str], None] | None = None,
                  split_threshold: int | None = None, machine: MachineModel | str | None = None,
@@ -412,7 +413,7 @@ class JitCompiler:
 class JitWorker(JitCompiler):
     """A background `JitCompiler` whose `wait()` returns the report so far."""
 
-    def __init__(self, backend: str = "cpu", *, recipes: Any = None, decompose: Decompose | None = None,
+    def __init__(self, backend: str = DEFAULT_BACKEND, *, recipes: Any = None, decompose: Decompose | None = None,
                  cache: Any = None, before_compile: Callable[[str], None] | None = None) -> None:
         super().__init__(backend, background=True, recipes=recipes, decompose=decompose, cache=cache,
                          before_compile=before_compile)
@@ -423,7 +424,7 @@ class JitWorker(JitCompiler):
         return self.snapshot()
 
 
-def compile_work_order(work_order: Iterable[WorkItem], backend: str = "cpu", *, recipes: Any = None,
+def compile_work_order(work_order: Iterable[WorkItem], backend: str = DEFAULT_BACKEND, *, recipes: Any = None,
                        decompose: Decompose | None = None, cache: Any = None,
                        machine: MachineModel | str | None = None) -> JitReport:
     """Compile and adopt every item now; failures become diagnostics (arm 0 stays)."""
@@ -432,7 +433,7 @@ def compile_work_order(work_order: Iterable[WorkItem], backend: str = "cpu", *, 
     return compiler.snapshot()
 
 
-def optimize_with_jit(module: ModuleOp, backend: str = "cpu", *, recipes: Any = None,
+def optimize_with_jit(module: ModuleOp, backend: str = DEFAULT_BACKEND, *, recipes: Any = None,
                       decompose: Decompose | None = None, cache: Any = None,
                       **options: Any) -> tuple[OptimizeResult, JitReport]:
     """Sync mode: optimize, compile and adopt the work order, optimize again
@@ -456,7 +457,7 @@ class FuseJitPass(ModulePass):
 
     max_ops: int = DEFAULT_MAX_REGION_OPS
     remarks: bool = False
-    backend: str = "cpu"
+    backend: str = DEFAULT_BACKEND
     launch_ns: float = -1.0
     gflops: float = -1.0
     machine: str = "default"

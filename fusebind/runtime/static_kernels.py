@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from fusebind.lowering.backend import DEFAULT_BACKEND
 from fusebind.dialect.errors import FusebindError
 from fusebind.lowering import ObjectCache, build_object, emit_linalg, kernel_signature
 from fusebind.lowering.build import default_fastmath
@@ -33,7 +34,7 @@ from fusebind.runtime.table import BindingKey, BindingRow
 from fusebind.runtime.dtypes import DType, KernelSignature
 from fusebind.runtime.kernel import Kernel
 
-BACKEND = "cpu"
+BACKEND = DEFAULT_BACKEND
 
 
 class StaticKernelError(FusebindError, ValueError):

@@ -21,11 +21,13 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from fusebind.dialect.errors import FusebindError
 from fusebind.compiler.cost import UNKNOWN_COST, Cost, CostEstimate, UnknownCost
+from fusebind.lowering.backend import backend_names
 from fusebind.runtime.dtypes import DType, KernelSignature, parse_dtypes
 from fusebind.runtime.kernel import Kernel
 
-#: Backends a row may be bound on. `cpu` = native code for the host CPU.
-KNOWN_BACKENDS: frozenset[str] = frozenset({"cpu"})
+#: Backends a row may be bound on, as registered when the table was imported
+#: (`cpu` = native code for the host CPU); `parse_backend` asks the registry itself.
+KNOWN_BACKENDS: frozenset[str] = frozenset(backend_names())
 
 
 class BindingError(FusebindError, ValueError):
@@ -41,10 +43,11 @@ class DuplicateKernelError(BindingError):
 
 
 def parse_backend(backend: Any) -> str:
-    """Validate a backend name such as "cpu"."""
-    if isinstance(backend, str) and backend in KNOWN_BACKENDS:
+    """Validate a backend name against the backend registry (lowering/backend.py)."""
+    names = backend_names()
+    if isinstance(backend, str) and backend in names:
         return backend
-    known = ", ".join(sorted(KNOWN_BACKENDS))
+    known = ", ".join(sorted(names))
     raise UnknownBackendError(f"unknown backend {backend!r}: expected one of {known}")
 
 
