@@ -2,7 +2,8 @@
 
 Owns: `is_blocked` (which reductions are emitted here), `blocked_sum` and
 `blocked_map_sum` (the emission; the second also stores the summed row, as
-`map_reduce`), and the block sizes. The bound and its derivation: docs/REDUCTIONS.md.
+`map_reduce`), the block sizes, the partials and their folds; the IR plumbing they share
+(slices, loops, fills) is `accumulate_ir.py`'s. The bound and its derivation: docs/REDUCTIONS.md.
 
 Why: one `linalg.generic` reduction becomes one loop, and LLVM's vectorizer gives it
 VF x IC lane accumulators that each add n / (VF * IC) values in sequence: the error
@@ -37,11 +38,12 @@ already; they stay in `emitter.py`); import `emit`, `emitter` or `rowwise`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
+from fusebind.lowering.accumulate_ir import AccumulationIR, State
+from fusebind.lowering.exprs import Expr, build, leaves
 from fusebind.lowering.linalg_types import (ELEMENT_BYTES, Dim, Value, element_name, ints, op_attr, op_kind, storage,
                                             ttype)
-from fusebind.lowering.exprs import Expr, build, leaves
 from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder, is_float
 
 #: Indices per partial in chain mode (a partial adds them in sequence), by the least n (the
@@ -113,10 +115,9 @@ def blocked_map_sum(em: Any, op: Any, src: Expr, out_elem: str, axis_shift: int 
     return stored, reduced
 
 
-State = dict[str, str]  # "w" total, "c" compensation (f64 partials), "e" stored value
+class _Blocked(AccumulationIR):
+    """One blocked sum: its block sizes and partials, chosen at construction; `emit` writes it."""
 
-
-class _Blocked:
     def __init__(self, em: Any, op: Any, src: "Expr | Value", out_elem: str, axis_shift: int, mapped: bool):
         self.em, self.src, self.out_elem, self.mapped = em, src, out_elem, mapped
         self.S: list[Dim] = list(src.shape)
@@ -396,111 +397,6 @@ class _Blocked:
         em.lines.extend(b.lines)
         return new
 
-    # -- plumbing -------------------------------------------------------
-    def _zero_total(self) -> str:
-        if not self.scalar:
-            return self._fill(0.0, "f64")
-        b = TextScalarBuilder(self.em.fresh)
-        zero = b.constant(0.0, "f64")
-        self.em.lines.extend(b.lines)
-        return zero
-
-    def _fill(self, value: float, elem: str) -> str:
-        em = self.em
-        b = TextScalarBuilder(em.fresh)
-        init = b.constant(value, elem)
-        em.lines.extend(b.lines)
-        empty = em.empty(self.r.out_shape, elem)
-        filled = em.fresh("f")
-        t = ttype(self.r.out_shape, elem)
-        em.lines.append(f"{filled} = linalg.fill ins({init} : {elem}) outs({empty} : {t}) -> {t}")
-        return filled
-
-    def _slice(self, v: Value, spec: dict[int, tuple[Dim, Dim]]) -> Value:
-        """`v` (aligned to the iteration space from the right) at the slices `spec` of its
-        dims; dims `v` broadcasts along are kept whole."""
-        off = self.rank - len(v.shape)
-        offsets: list[Dim] = []
-        sizes: list[Dim] = []
-        changed = False
-        for i, d in enumerate(v.shape):
-            j = i + off
-            if j in spec and not (d == 1 and self.S[j] != 1) and spec[j] != (0, d):
-                offsets.append(spec[j][0])
-                sizes.append(spec[j][1])
-                changed = True
-            else:
-                offsets.append(0)
-                sizes.append(d)
-        if not changed:
-            return v
-        name = self.em.fresh("sl")
-        self.em.lines.append(f"{name} = tensor.extract_slice {v.name}[{_list(offsets)}] [{_list(sizes)}] "
-                             f"[{_list([1] * len(sizes))}] : {ttype(v.shape, v.elem)} to {ttype(sizes, v.elem)}")
-        return Value(name, sizes, v.elem)
-
-    def _insert(self, part: str, part_v: Value, full: str, spec: dict[int, tuple[Dim, Dim]]) -> str:
-        if part_v.name == full:  # the slice was the whole value
-            return part
-        offsets = [spec[j][0] if j in spec and spec[j] != (0, d) else 0 for j, d in enumerate(self.S)]
-        name = self.em.fresh("ins")
-        self.em.lines.append(f"{name} = tensor.insert_slice {part} into {full}[{_list(offsets)}] "
-                             f"[{_list(part_v.shape)}] [{_list([1] * self.rank)}] : "
-                             f"{ttype(part_v.shape, part_v.elem)} into {self.e_t}")
-        return name
-
-    def _ix(self, op: str, a: Dim, b: Dim) -> Dim:
-        """Index arithmetic, folded when both sides are static."""
-        if isinstance(a, int) and isinstance(b, int):
-            return {"addi": int.__add__, "subi": int.__sub__, "muli": int.__mul__, "divui": int.__floordiv__,
-                    "remui": int.__mod__, "minui": min}[op](a, b)
-        name = self.em.fresh("n")
-        self.em.lines.append(f"{name} = arith.{op} {self._index(a)}, {self._index(b)} : index")
-        return name
-
-    def _index(self, d: Dim) -> str:
-        return self.em.index(d) if isinstance(d, int) else d
-
-    def _if(self, cond: str, state: State, body: Callable[[State], State]) -> State:
-        """`scf.if cond` whose then-branch is `body(state)`; else the state passes through."""
-        em = self.em
-        keys = list(state)
-        types = [self.e_t if k == "e" else self.w_t for k in keys]
-        res = em.fresh("if")
-        head = f"{res}:{len(keys)}" if len(keys) > 1 else res
-        em.lines.append(f"{head} = scf.if {cond} -> ({', '.join(types)}) {{")
-        new = self._nested(body, dict(state))
-        em.lines.append(f"scf.yield {', '.join(new[k] for k in keys)} : {', '.join(types)}")
-        em.lines.append("} else {")
-        em.lines.append(f"scf.yield {', '.join(state[k] for k in keys)} : {', '.join(types)}")
-        em.lines.append("}")
-        return {k: (f"{res}#{i}" if len(keys) > 1 else res) for i, k in enumerate(keys)}
-
-    def _nested(self, body: Callable[[State], State], state: State) -> State:
-        """`body(state)` emitted inside a loop or `scf.if` body (`_fold` updates in place there)."""
-        self.depth += 1
-        try:
-            return body(state)
-        finally:
-            self.depth -= 1
-
-    def _loop(self, lo: Dim, hi: Dim, step: Dim, state: State,
-              body: Callable[[str, State], State]) -> State:
-        """`scf.for` carrying `state`; `body(iv, state)` emits one iteration."""
-        em = self.em
-        keys = list(state)
-        types = [self.e_t if k == "e" else self.w_t for k in keys]
-        iv, res = em.fresh("b"), em.fresh("l")
-        carried = {k: em.fresh("it") for k in keys}
-        head = f"{res}:{len(keys)}" if len(keys) > 1 else res
-        em.lines.append(f"{head} = scf.for {iv} = {self._index(lo)} to {self._index(hi)} step {self._index(step)} "
-                        f"iter_args({', '.join(f'{carried[k]} = {state[k]}' for k in keys)}) "
-                        f"-> ({', '.join(types)}) {{")
-        new = self._nested(lambda st: body(iv, st), carried)
-        em.lines.append(f"scf.yield {', '.join(new[k] for k in keys)} : {', '.join(types)}")
-        em.lines.append("}")
-        return {k: (f"{res}#{i}" if len(keys) > 1 else res) for i, k in enumerate(keys)}
-
 
 def _neumaier_step(b: TextScalarBuilder, s: str, c: str, p: str) -> tuple[str, str]:
     """Neumaier's compensated add of `p` (f64) to the total `s` with compensation `c`:
@@ -537,7 +433,3 @@ class _Binary:
 
     def scalar_body(self, b: TextScalarBuilder, x: str, y: str) -> str:
         return self.body(b, x, y)
-
-
-def _list(items: Iterable[Dim]) -> str:
-    return ", ".join(str(d) for d in items)
