@@ -258,6 +258,18 @@ def random_inputs(specs: Sequence[tuple[str, str, tuple[int, ...]]], rng: np.ran
     return arrays
 
 
+def entry_inputs(program: Program, entry: str, args: argparse.Namespace, rng: np.random.Generator,
+                 example_inputs: bool) -> tuple[list[tuple[str, str, tuple[int, ...]]], list[np.ndarray]]:
+    """(name, element type, shape) per argument of `entry` (`--dim`, `--shape`), and its inputs drawn
+    from `rng`: with `example_inputs` and no `--shape`, a built-in example's own; else `random_inputs`."""
+    ex = program.example
+    dim = args.dim if args.dim is not None else (ex.default_dim if ex is not None else DEFAULT_FILE_DIM)
+    specs = argument_shapes(_func(program.module, entry), dim, parse_shapes(args.shape))
+    if ex is not None and example_inputs and not args.shape:
+        return specs, allocate_inputs(specs, entry, lambda: ex.make_inputs(rng, dim))
+    return specs, allocate_inputs(specs, entry, lambda: random_inputs(specs, rng))
+
+
 def only_entry(module: Any, entry: str) -> Any:
     """A copy of `module` without the functions `entry` does not call, so the
     optimizer's work order holds only regions this run needs."""
@@ -314,15 +326,8 @@ def run_entry(program: Program, entry: str, args: argparse.Namespace, progress: 
     from fusebind.report import FunctionReport, Timing, check_outputs, kernel_rows, region_rows
     from fusebind.runtime.bindings import global_bindings
 
-    func = _func(program.module, entry)
     ex = program.example
-    dim = args.dim if args.dim is not None else (ex.default_dim if ex is not None else DEFAULT_FILE_DIM)
-    specs = argument_shapes(func, dim, parse_shapes(args.shape))
-    rng = np.random.default_rng(args.seed)
-    if ex is not None and not args.shape:
-        arrays = allocate_inputs(specs, entry, lambda: ex.make_inputs(rng, dim))
-    else:
-        arrays = allocate_inputs(specs, entry, lambda: random_inputs(specs, rng))
+    specs, arrays = entry_inputs(program, entry, args, np.random.default_rng(args.seed), example_inputs=True)
     inputs = [f"{n}: {elem}[{','.join(map(str, a.shape))}]" for (n, elem, _), a in zip(specs, arrays)]
     progress(f"inputs for @{entry} (seed {args.seed}): {', '.join(inputs)}")
 
@@ -411,12 +416,8 @@ def cmd_examples(args: argparse.Namespace, out: TextIO, progress: Progress) -> i
 
 def cmd_explain(args: argparse.Namespace, out: TextIO, progress: Progress) -> int:
     program = load_program(args.file, args.example, args.entry)
-    ex = program.example
-    dim = args.dim if args.dim is not None else (ex.default_dim if ex is not None else DEFAULT_FILE_DIM)
     for entry in program.entries:
-        func = _func(program.module, entry)
-        specs = argument_shapes(func, dim, parse_shapes(args.shape))
-        arrays = allocate_inputs(specs, entry, lambda: random_inputs(specs, np.random.default_rng(0)))
+        _, arrays = entry_inputs(program, entry, args, np.random.default_rng(0), example_inputs=False)
         progress(f"optimize and compile @{entry}")
         compiled, _ = compile_entry(program, entry, arrays, lambda name: progress(f"compile region @{name}"))
         out.write(compiled.explain(*arrays) + "\n\n")
