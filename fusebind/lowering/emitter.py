@@ -19,9 +19,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from fusebind.dialect.prim_structured import TransposeOp, reduced_shape
 from fusebind.lowering import accumulate
-from fusebind.lowering.linalg_types import (Dim, Value, element_name, flag, ints, op_attr, op_kind, shape_of, storage,
-                                            ttype)
+from fusebind.lowering.linalg_types import (Dim, Value, broadcast_dims, element_name, flag, ints, op_attr, op_kind,
+                                            shape_of, storage, ttype)
 from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder, is_float
 
 
@@ -88,19 +89,8 @@ class Emitter:
     def _elementwise_body(self, op: Any, args: list[Value],
                           out_elem: str) -> tuple[list[Dim], list[str], list[str], TextScalarBuilder, str]:
         """Shape, input maps, block parameters, builder and result value of an elementwise op."""
-        rank = max((len(a.shape) for a in args), default=0)
-        shape: list[Dim] = []
-        for j in range(rank):
-            cands = [a.shape[j - (rank - len(a.shape))] for a in args if j - (rank - len(a.shape)) >= 0]
-            static = [d for d in cands if isinstance(d, int) and d != 1]
-            if static:
-                if len(set(static)) > 1:
-                    raise ScalarEmitError(f"{op.name}: shapes {[a.shape for a in args]} do not broadcast")
-                shape.append(static[0])
-            elif any(isinstance(d, str) for d in cands):
-                shape.append(next(d for d in cands if isinstance(d, str)))
-            else:
-                shape.append(1)
+        shape = broadcast_dims([a.shape for a in args], op.name)  # the dialect's one rule, names as dynamic dims
+        rank = len(shape)
         dims = ", ".join(f"d{j}" for j in range(rank))
         maps = []
         for a in args:
@@ -235,8 +225,7 @@ class Emitter:
         keep = flag(op_attr(op, "keepdims")) if op_attr(op, "keepdims") is not None else False
         # bool max/min are any/all: accumulated in i1's storage type i8, from 0 (any) or 1 (all)
         acc_elem = out_elem if is_float(out_elem) else ("i8" if x.elem == "i1" else x.elem)
-        out_shape = [(1 if keep else None) if j in axes else x.shape[j] for j in range(rank)]
-        out_shape_l: list[Dim] = [d for d in out_shape if d is not None]
+        out_shape_l: list[Dim] = list(reduced_shape(tuple(x.shape), axes, keep))  # type: ignore[arg-type]
         dims = ", ".join(f"d{j}" for j in range(rank))
         out_res = ", ".join("0" if j in axes else f"d{j}" for j in range(rank) if keep or j not in axes)
         maps = [f"affine_map<({dims}) -> ({dims})>", f"affine_map<({dims}) -> ({out_res})>"]
@@ -295,7 +284,7 @@ class Emitter:
         perm = ints(op_attr(op, "permutation", "perm"))
         if not perm:
             perm = list(reversed(range(len(x.shape))))
-        shape = [x.shape[p] for p in perm]
+        shape = list(TransposeOp.infer_shape(tuple(x.shape), perm=perm))  # type: ignore[arg-type]
         out = self.fresh("r")
         empty = self.empty(shape, x.elem)
         t_in, t_out = ttype(x.shape, x.elem), ttype(shape, x.elem)
