@@ -25,6 +25,7 @@ from typing import Any
 from xdsl.ir import Block, Operation, SSAValue
 
 from fusebind.dialect.errors import FusebindError
+from fusebind.dialect.registry import is_primitive_op
 from fusebind.compiler.catalog import RUNTIME_FUSED_BASE
 
 #: Properties that label a region but are not part of its math.
@@ -190,11 +191,11 @@ def canonical_recipe(region: Any) -> str:
 def validate_recipe(region: Operation) -> None:
     """Raise a typed RecipeError unless `region` is a well-formed, primitive-only region."""
     for inner in region.walk():
-        if inner is region or inner.name == _YIELD_OP or inner.name.startswith("prim."):
+        if inner is region or inner.name == _YIELD_OP or is_primitive_op(inner):
             continue
         raise NotPrimitiveOnlyError(
-            f"{_REGION_OP}: body holds {inner.name}, but a recipe may hold only prim.* ops "
-            f"and {_YIELD_OP}; decompose it into primitive ops first"
+            f"{_REGION_OP}: body holds {inner.name}, but a recipe may hold only prim.* ops, "
+            f"registered user ops and {_YIELD_OP}; decompose it into primitive ops first"
         )
     try:
         region.verify()

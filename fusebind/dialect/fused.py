@@ -37,6 +37,8 @@ from xdsl.printer import Printer
 from xdsl.traits import IsolatedFromAbove, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from fusebind.dialect.registry import is_primitive_op
+
 
 def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else repr(float(value))
@@ -133,9 +135,10 @@ class RegionOp(IRDLOperation):
         for op in block.ops:
             if op is block.last_op:
                 break
-            if not op.name.startswith("prim."):
+            if not is_primitive_op(op):
                 raise VerifyException(
-                    f"fused.region: body holds '{op.name}'; only prim ops and fused.yield are allowed"
+                    f"fused.region: body holds '{op.name}'; only prim ops (and registered user ops) and "
+                    "fused.yield are allowed"
                 )
         last = block.last_op
         if not isinstance(last, YieldOp):

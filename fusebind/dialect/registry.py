@@ -143,6 +143,15 @@ def is_user_op(cls: type) -> bool:
     return entry is not None and entry[0] is cls and cls.name.split(".", 1)[0] not in RESERVED_PREFIXES
 
 
+def is_primitive_op(op: Any) -> bool:
+    """A primitive op a region may hold: a `prim.*` op or an instance of a registered user op class."""
+    name = getattr(op, "name", "")
+    if name.startswith("prim."):
+        return True
+    entry = _BY_NAME.get(name)
+    return entry is not None and type(op) is entry[0]
+
+
 def op_class(kind_or_name: str) -> type[PrimOp]:
     """The op class of a KIND (`"add"`, `"mylib.cube"`) or full name (`"prim.add"`)."""
     cls = _BY_KIND.get(kind_or_name)

@@ -19,10 +19,6 @@ from user_ops import CubeOp, Hypot2Op, cube, hypot2
 
 X32 = np.linspace(-2, 2, 64, dtype=np.float32)
 Y32 = np.linspace(3, -1, 64, dtype=np.float32)
-NEEDS_REGION_SUPPORT = pytest.mark.xfail(
-    strict=True, raises=fb.FusebindError,
-    reason="fused.region's verifier (dialect/fused.py) and compiler/recipes.validate_recipe accept prim.* only; "
-           "strict: this marker goes when they accept registered user ops")
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
@@ -82,7 +78,6 @@ def test_the_trace_prints_parses_and_interprets() -> None:
     np.testing.assert_allclose(out, ((X32 ** 3 + 1) ** 2 + Y32 * Y32) * 2, rtol=1e-6)
 
 
-@NEEDS_REGION_SUPPORT
 def test_it_fuses_with_its_neighbours_and_the_fused_arm_runs() -> None:
     f = fb.jit(lambda a, b: hypot2(cube(a) + 1.0, b) * 2.0)
     np.testing.assert_allclose(f(X32, Y32), ((X32 ** 3 + 1) ** 2 + Y32 * Y32) * 2, rtol=1e-6)

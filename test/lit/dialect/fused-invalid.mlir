@@ -35,7 +35,7 @@ func.func @f(%a: tensor<4xf32>) {
 // -----
 
 func.func @f(%a: tensor<4xf32>) {
-  // expected-error @+1 {{fused.region: body holds 'arith.constant'; only prim ops and fused.yield are allowed}}
+  // expected-error @+1 {{fused.region: body holds 'arith.constant'; only prim ops (and registered user ops) and fused.yield are allowed}}
   %r = fused.region @g (%a) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%x: tensor<4xf32>):
     %c = arith.constant 1 : i32
