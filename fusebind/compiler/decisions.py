@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from xdsl.dialects.builtin import ModuleOp
 
+from fusebind.compiler.context import DEFAULT_BACKEND
 from fusebind.dialect.fused import RegionOp
 
 Verdict = Literal["fused", "gated", "unprofitable", "illegal", "too-big"]
@@ -31,7 +32,7 @@ class Decision:
     detail: str = ""
     fused_cost: Any = None
     unfused_cost: Any = None
-    backend: str = "cpu"
+    backend: str = DEFAULT_BACKEND
     #: (operand index, result index) when the fused region may write that
     #: result into that operand's buffer (see `fusebind.compiler.inplace`).
     inplace: tuple[int, int] | None = None
