@@ -95,7 +95,9 @@ def op_text(req: StaticRequest) -> str:
     sig = in_types[0] if len(in_types) == 1 else f"({', '.join(in_types)})"
     params = ", ".join(f"%a{i}: {t}" for i, t in enumerate(in_types))
     rt = _t(out_rank, out)
-    return (f"func.func @f({params}) -> {rt} {{\n  %r = prim.{req.op}{keyword} {operands}{props} : {sig} -> {rt}\n"
+    # a built-in op's KIND is its short kind ("add"); a user op's is its full name ("mylib.cube")
+    name = req.op if "." in req.op else "prim." + req.op
+    return (f"func.func @f({params}) -> {rt} {{\n  %r = {name}{keyword} {operands}{props} : {sig} -> {rt}\n"
             f"  func.return %r : {rt}\n}}\n")
 
 
