@@ -28,6 +28,7 @@ from typing import Any, Iterable, Sequence
 from fusebind.lowering.backend import DEFAULT_BACKEND
 from fusebind.dialect.errors import FusebindError
 from fusebind.lowering import ObjectCache, build_object, emit_linalg, kernel_signature
+from fusebind.lowering.blas_ir import GEMMS, compile_blas_thunk
 from fusebind.lowering.build import default_fastmath
 from fusebind.runtime.session import Session, default_session
 from fusebind.runtime.table import BindingKey, BindingRow
@@ -173,22 +174,12 @@ class StaticKernels:
         if len(missing) < 2:
             return  # nothing to share; kernel_for builds (or loads) one by one
         from fusebind.lowering.codegen import compile_llvm_ir
+        from fusebind.lowering.passes import _merge
         from fusebind.lowering.pipeline import run_upstream_pipeline, translate_to_llvm_ir
 
-        funcs = [emitted[r].text.strip().removeprefix("module {").removesuffix("}") for r in missing]
-        # fastmath definitions repeat across kernels: keep the first of each private func
-        seen: set[str] = set()
-        parts = []
-        for text in funcs:
-            for chunk in text.split("func.func "):
-                if not chunk.strip():
-                    continue
-                head = chunk.split("(", 1)[0]
-                if head.startswith("private") and head in seen:
-                    continue
-                seen.add(head)
-                parts.append("func.func " + chunk)
-        llvm_ir = translate_to_llvm_ir(run_upstream_pipeline("module {\n" + "".join(parts) + "}\n"))
+        # one module; the fastmath definitions the kernels share appear once (lowering's merge)
+        text = _merge([emitted[r].text for r in missing])
+        llvm_ir = translate_to_llvm_ir(run_upstream_pipeline(text))
         for r in missing:
             code = compile_llvm_ir(llvm_ir, emitted[r].entry)
             cache.put(keys[r], CachedObject(emitted[r].entry, code))
@@ -198,9 +189,6 @@ class StaticKernels:
 
 
 # --------------------------------------------------------------------------- BLAS
-
-
-_CBLAS = {"f32": ("scipy_cblas_sgemm64_", "float", "sgemm"), "f64": ("scipy_cblas_dgemm64_", "double", "dgemm")}
 
 
 def _openblas_path() -> str:
@@ -216,7 +204,7 @@ def _openblas_path() -> str:
 
 def blas_gemm_address(elem: str) -> int:
     """Address of numpy's bundled OpenBLAS cblas_?gemm (ILP64)."""
-    symbol = _CBLAS[elem][0]
+    symbol = GEMMS[elem].symbol
     lib = ctypes.CDLL(_openblas_path())
     try:
         return ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value or 0
@@ -224,71 +212,21 @@ def blas_gemm_address(elem: str) -> int:
         raise StaticKernelError(f"{_openblas_path()} lacks {symbol}") from None
 
 
-def blas_thunk_ir(elem: str, gemm_address: int, name: str) -> str:
-    """LLVM IR of `_mlir_ciface_<name>(A*, B*, C*)`: reads the three rank-2 memref
-    descriptors and calls cblas_?gemm(RowMajor, tA, tB, M, N, K, 1, A, lda, B, ldb, 0, C, ldc).
-    A transposed (column-unit-stride) operand is passed as Trans; others need a unit inner stride."""
-    t = _CBLAS[elem][1]
-    one, zero = ("1.0", "0.0")
-    desc = "{ ptr, ptr, i64, [2 x i64], [2 x i64] }"
-
-    def load(arg: str, p: str) -> str:
-        size = 4 if elem == "f32" else 8
-        return f"""
-  %{p}.al = getelementptr {desc}, ptr %{arg}, i32 0, i32 1
-  %{p}.base = load ptr, ptr %{p}.al
-  %{p}.offp = getelementptr {desc}, ptr %{arg}, i32 0, i32 2
-  %{p}.off = load i64, ptr %{p}.offp
-  %{p}.ptr = getelementptr {t}, ptr %{p}.base, i64 %{p}.off
-  %{p}.s0p = getelementptr {desc}, ptr %{arg}, i32 0, i32 3, i64 0
-  %{p}.d0 = load i64, ptr %{p}.s0p
-  %{p}.s1p = getelementptr {desc}, ptr %{arg}, i32 0, i32 3, i64 1
-  %{p}.d1 = load i64, ptr %{p}.s1p
-  %{p}.t0p = getelementptr {desc}, ptr %{arg}, i32 0, i32 4, i64 0
-  %{p}.st0 = load i64, ptr %{p}.t0p
-  %{p}.t1p = getelementptr {desc}, ptr %{arg}, i32 0, i32 4, i64 1
-  %{p}.st1 = load i64, ptr %{p}.t1p
-  %{p}.unit = icmp eq i64 %{p}.st1, 1
-  %{p}.narrow = icmp sle i64 %{p}.d1, 1
-  %{p}.rowmajor = or i1 %{p}.unit, %{p}.narrow
-  %{p}.trans = select i1 %{p}.rowmajor, i32 111, i32 112
-  %{p}.ld.r0 = call i64 @llvm.smax.i64(i64 %{p}.st0, i64 %{p}.d1)
-  %{p}.ld.c0 = call i64 @llvm.smax.i64(i64 %{p}.st1, i64 %{p}.d0)
-  %{p}.ld.s = select i1 %{p}.rowmajor, i64 %{p}.ld.r0, i64 %{p}.ld.c0
-  %{p}.ld = call i64 @llvm.smax.i64(i64 %{p}.ld.s, i64 1)""" + ("" if size else "")
-
-    return f"""declare i64 @llvm.smax.i64(i64, i64)
-
-define void @_mlir_ciface_{name}(ptr %a, ptr %b, ptr %c) {{
-{load("a", "A")}
-{load("b", "B")}
-{load("c", "C")}
-  %fn = inttoptr i64 {gemm_address} to ptr
-  %ldc = call i64 @llvm.smax.i64(i64 %C.d1, i64 1)
-  call void %fn(i32 101, i32 %A.trans, i32 %B.trans, i64 %A.d0, i64 %B.d1, i64 %A.d1, {t} {one}, ptr %A.ptr, i64 %A.ld, ptr %B.ptr, i64 %B.ld, {t} {zero}, ptr %C.ptr, i64 %ldc)
-  ret void
-}}
-"""
-
-
 _blas_lock = threading.Lock()
 
 
-def blas_matmul_kernel(elem: str) -> Kernel:
-    """The BLAS matmul kernel for f32/f64 (one per process: it embeds the gemm address, so it is not cached)."""
-    from fusebind.lowering.codegen import compile_llvm_ir
-
-    if elem not in _CBLAS:
+def blas_matmul_kernel(elem: str, session: Session | None = None) -> Kernel:
+    """The BLAS matmul kernel for f32/f64, one per session (None: the default one). Its thunk
+    (lowering/blas_ir.py) embeds the gemm's address in this process, so it is not cached."""
+    if elem not in GEMMS:
         raise StaticKernelError(f"no BLAS matmul for {elem}; BLAS covers f32 and f64")
-    blas_kernels: dict[str, Kernel] = default_session().slot("blas_kernels", dict)
+    blas_kernels: dict[str, Kernel] = (session or default_session()).slot("blas_kernels", dict)
     with _blas_lock:
         if elem not in blas_kernels:
-            name = f"fb_blas_{_CBLAS[elem][2]}"
-            ir = blas_thunk_ir(elem, blas_gemm_address(elem), name)
-            code = compile_llvm_ir(ir, f"_mlir_ciface_{name}")
+            code, entry = compile_blas_thunk(elem, blas_gemm_address(elem))
             sig = KernelSignature(((DType(elem), 2), (DType(elem), 2)), ((DType(elem), 2),))
-            k = Kernel.from_object(code, f"_mlir_ciface_{name}", signature=sig)
-            blas_kernels[elem] = Kernel(k.function, k.signature, k.address, f"blas:{_CBLAS[elem][2]}", k.keepalive)
+            k = Kernel.from_object(code, entry, signature=sig)
+            blas_kernels[elem] = Kernel(k.function, k.signature, k.address, f"blas:{GEMMS[elem].short}", k.keepalive)
         return blas_kernels[elem]
 
 

@@ -1,0 +1,47 @@
+"""The BLAS matmul thunk: its IR is lowering's (lowering/blas_ir.py), the runtime links and binds it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fusebind.lowering.blas_ir import GEMMS, blas_thunk_ir
+from fusebind.runtime.dtypes import descriptor_for
+from fusebind.runtime.session import Session
+from fusebind.runtime.static_kernels import StaticKernelError, blas_matmul_kernel
+
+
+def test_the_thunk_ir_calls_the_gemm_at_the_address_given() -> None:
+    ir = blas_thunk_ir("f64", 4096, "fb_blas_dgemm")
+    assert "define void @_mlir_ciface_fb_blas_dgemm(ptr %a, ptr %b, ptr %c)" in ir
+    assert "%fn = inttoptr i64 4096 to ptr" in ir and "double 1.0" in ir and "double 0.0" in ir
+    assert GEMMS["f32"].entry == "_mlir_ciface_fb_blas_sgemm" and set(GEMMS) == {"f32", "f64"}
+
+
+def test_generating_the_thunk_needs_no_runtime() -> None:
+    code = ("import sys; from fusebind.lowering.blas_ir import compile_blas_thunk; "
+            "obj, entry = compile_blas_thunk('f32', 4096); assert obj and entry == '_mlir_ciface_fb_blas_sgemm'; "
+            "assert not [m for m in sys.modules if m.startswith('fusebind.runtime')], sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+@pytest.mark.parametrize("elem", ["f32", "f64"])
+def test_the_kernel_multiplies_plain_and_transposed_operands(elem: str) -> None:
+    session = Session("blas")
+    kernel = blas_matmul_kernel(elem, session)
+    assert kernel.source == f"blas:{GEMMS[elem].short}"
+    assert blas_matmul_kernel(elem, session) is kernel  # one per session
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((5, 3)).astype(elem.replace("f", "float"))
+    b = rng.standard_normal((4, 3)).astype(a.dtype).T  # column-unit-stride: passed as Trans
+    out = np.empty((5, 4), a.dtype)
+    kernel(descriptor_for(a), descriptor_for(b), descriptor_for(out))
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5)
+
+
+def test_integer_matmul_has_no_blas_kernel() -> None:
+    with pytest.raises(StaticKernelError, match="no BLAS matmul for i32; BLAS covers f32 and f64"):
+        blas_matmul_kernel("i32", Session())
