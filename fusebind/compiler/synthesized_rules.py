@@ -40,7 +40,7 @@ def is_fusable_elementwise(op: Operation) -> bool:
 
 def synthesized_name(prefix: str, ops: tuple[Operation, ...]) -> str:
     """`prefix` and the kinds of the first four ops (`_n<count>` past four)."""
-    kinds = [op_kind(o) or "op" for o in ops]
+    kinds = [(op_kind(o) or "op").replace(".", "_") for o in ops]  # a user op kind is its dotted full name
     head = "_".join(kinds[:4])
     return f"{prefix}{head}" + (f"_n{len(kinds)}" if len(kinds) > 4 else "")
 

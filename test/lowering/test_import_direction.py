@@ -451,7 +451,8 @@ assert np.allclose(f(a, a), np.exp(a * a), rtol=1e-6)
     ("tools", """
 import io
 from fusebind.tools.opt import run_opt
-for pipeline in ("fuse{gate=table remarks=true}", "fuse-jit"):
+# each input chunk runs in a fresh Session (exact ids): the gate=table run sees the kernels fuse-jit bound
+for pipeline in ("fuse-jit", "fuse-jit,fuse{gate=table remarks=true}"):
     out, err = io.StringIO(), io.StringIO()
     assert run_opt(["-", "-p", pipeline], io.StringIO(CHAIN), out, err) == 0, err.getvalue()
     assert "fused.region" in out.getvalue(), out.getvalue()

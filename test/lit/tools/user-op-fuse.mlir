@@ -1,8 +1,5 @@
 // `fuse{gate=all}` wraps a user op (`mylib.cube`, `mylib.hypot2`, from the plugin test/api/user_ops.py)
 // with its prim neighbours into one fused.region, through `fusebind-opt --plugin`.
-// XFAIL: *
-// (until fused.region's verifier and compiler/recipes.validate_recipe accept registered user ops;
-// lit reports an unexpected pass, so this line goes when they do)
 // RUN: env PYTHONPATH=%S/../../api fusebind-opt %s --plugin user_ops -p "fuse{gate=all}" | filecheck %s --check-prefix=FUSED
 
 func.func @f(%a: tensor<64xf32>, %b: tensor<64xf32>) -> tensor<64xf32> {
@@ -13,7 +10,7 @@ func.func @f(%a: tensor<64xf32>, %b: tensor<64xf32>) -> tensor<64xf32> {
 }
 
 // FUSED:      func.func @f(
-// FUSED-NEXT:   fused.region
+// FUSED-NEXT:   fused.region @ew_mylib_cube_mul_mylib_hypot2 id 65536
 // FUSED:          mylib.cube
 // FUSED-NEXT:     prim.mul
 // FUSED-NEXT:     mylib.hypot2
