@@ -19,7 +19,8 @@ says what to use outside).
 
 from __future__ import annotations
 
-import math
+import operator
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from fusebind.api import numpy_kernels as K
 from fusebind.api import numpy_ufuncs
 from fusebind.api.ops import op_function
 from fusebind.api.tracer import Tracer
+from fusebind.compiler.catalog import gelu_tanh
 from fusebind.dialect.registry import registered_ops
 
 #: the hand-written functions, and what computes each on a numpy array, outside a traced function
@@ -61,12 +63,13 @@ def _float(x: Tracer, what: str) -> Tracer:
     return K.cast(x, dt)
 
 
+#: Traced values as a builder for the catalog's formulas (constants stay Python floats: weak scalars).
+_TRACED = SimpleNamespace(add=operator.add, mul=operator.mul, tanh=tanh, constant=float)
+
+
 def gelu(x: Any) -> Tracer:
-    """GELU, tanh approximation (not the erf form)."""
-    t = _float(_tracer(x, "gelu"), "gelu")
-    c = math.sqrt(2.0 / math.pi)
-    inner = (t + 0.044715 * (t * t * t)) * c
-    return 0.5 * t * (1.0 + tanh(inner))
+    """GELU, tanh approximation (not the erf form): the catalog's one definition, `gelu_tanh`."""
+    return gelu_tanh(_TRACED, _float(_tracer(x, "gelu"), "gelu"))
 
 
 def softmax(x: Any, axis: int = -1) -> Tracer:
