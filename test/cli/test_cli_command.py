@@ -159,6 +159,7 @@ def test_explain_prints_plan_and_optimized_ir() -> None:
 
 def test_dynamic_program_runs_through_the_executors_specialization() -> None:
     import fusebind.cli as cli
+    import fusebind.cli_inputs as cli_inputs
 
     assert not hasattr(cli, "specialize")  # one specialization: the executor's
     code, out, _ = run_cli("explain", str(REPO / "examples" / "chain.mlir"), "--entry", "gelu_erf", "--dim", "5", "-q")
@@ -241,6 +242,7 @@ def test_inputs_larger_than_memory_are_refused_before_allocating(monkeypatch: py
     import dataclasses
 
     import fusebind.cli as cli
+    import fusebind.cli_inputs as cli_inputs
 
     def never(*_: object) -> None:
         raise AssertionError("inputs were allocated")
@@ -248,7 +250,7 @@ def test_inputs_larger_than_memory_are_refused_before_allocating(monkeypatch: py
     real = cli.get_example
     monkeypatch.setattr(cli, "get_example", lambda name: dataclasses.replace(real(name), make_inputs=never))
     monkeypatch.setattr(cli, "random_inputs", never)
-    monkeypatch.setattr(cli, "available_memory", lambda: 8 << 30)
+    monkeypatch.setattr(cli_inputs, "available_memory", lambda: 8 << 30)
     code, _, err = run_cli("run", "--dim", "100000000", "-q", "--repeat", "0")
     # x is 100000000x64 f32 (23.8 GiB of the 23.8), drawn as float64 first (+47.7 GiB)
     assert_one_line_error(code, err)
@@ -271,13 +273,14 @@ def test_inputs_larger_than_any_machine_exit_2() -> None:
 
 def test_a_memory_error_allocating_or_running_is_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
     import fusebind.cli as cli
+    import fusebind.cli_inputs as cli_inputs
     import fusebind.dialect as dialect
 
     def no_memory(*_: object, **__: object) -> None:
         raise MemoryError("Unable to allocate 3.0 GiB for an array with shape (400000000,) and data type float64")
 
     chain = str(REPO / "examples" / "chain.mlir")
-    monkeypatch.setattr(cli, "available_memory", lambda: 1 << 62)  # the estimate passes; the allocation fails
+    monkeypatch.setattr(cli_inputs, "available_memory", lambda: 1 << 62)  # the estimate passes; the allocation fails
     monkeypatch.setattr(cli, "random_inputs", no_memory)
     code, _, err = run_cli(chain, "--entry", "gelu_erf", "--dim", "400000000", "-q", "--repeat", "0")
     assert_one_line_error(code, err)
