@@ -31,7 +31,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError
-from fusebind.dialect.errors import FusebindError
+from fusebind.dialect.errors import FusebindError, FusebindInternalError
 
 #: Discardable attribute on the top-level module: the pipeline's text product.
 TEXT_OUTPUT_ATTR = "fusebind.text_output"
@@ -172,20 +172,13 @@ class StripFusedPass(ModulePass):
     only_unassigned: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from fusebind.compiler.inline import inline_region
         from fusebind.dialect.fused import RegionOp
 
         regions = [r for r in op.walk() if isinstance(r, RegionOp)]
         for region in reversed(regions):  # inner regions first
             if self.only_unassigned and region.id != 0:
                 continue
-            block = region.body.blocks[0]
-            for arg, operand in zip(block.args, region.inputs):
-                arg.replace_all_uses_with(operand)
-            yielded = list(block.last_op.operands) if block.last_op is not None else []
-            for inner in list(block.ops)[:-1]:
-                inner.detach()
-                region.parent_block().insert_op_before(inner, region)  # type: ignore[union-attr]
-            for res, val in zip(region.results, yielded):
-                res.replace_all_uses_with(val)
-            region.detach()
-            region.erase()
+            result = inline_region(region)
+            if not result.inlined:  # verified IR has only well-formed regions: a bug if reached
+                raise FusebindInternalError(f"strip-fused: {result.diagnostic}")

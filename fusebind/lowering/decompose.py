@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from fusebind.compiler.inline import InlineResult, inline_region  # noqa: F401 - re-exported: arm 0
 from fusebind.lowering.abi import DType, KernelSignature
 from fusebind.lowering.build import build_object, default_fastmath
 from fusebind.lowering.cache import ObjectCache
@@ -98,58 +99,3 @@ def decompose_region(region: Any, dtypes: Sequence[Any] | None = None, *, machin
     timings = {"emit": t1 - t0, **built.timings}
     return Decomposition(cost, built.object_code, built.symbol, kernel_signature(emitted.inputs, emitted.outputs),
                          emitted, built.from_cache, timings)
-
-
-@dataclass(frozen=True)
-class InlineResult:
-    """Outcome of `inline_region`: whether it inlined, and why not if it did not."""
-
-    inlined: bool
-    diagnostic: str | None = None
-
-
-def inline_region(region: Any) -> InlineResult:
-    """Arm 0: replace `region` (in its parent block) by its primitive body.
-
-    Total: a region it cannot inline (no parent block, wrong arity, a body that
-    is not a single block ending in a yield) is left unchanged and the result
-    carries a diagnostic saying why. Never raises.
-    """
-    try:
-        return _inline(region)
-    except Exception as exc:  # totality: report, leave IR as it was
-        return InlineResult(False, f"inline_region: {type(exc).__name__}: {exc}")
-
-
-def _inline(region: Any) -> InlineResult:
-    name = getattr(region, "name", type(region).__name__)
-    if name != "fused.region":
-        return InlineResult(False, f"inline_region: expected a fused.region op, got {name}")
-    parent = region.parent_block()
-    if parent is None:
-        return InlineResult(False, "inline_region: the region is detached (no parent block); insert it first")
-    if len(region.regions) != 1 or len(region.regions[0].blocks) != 1:
-        return InlineResult(False, "inline_region: fused.region must have exactly one single-block region")
-    block = region.regions[0].blocks[0]
-    term = block.last_op
-    if term is None or term.name != "fused.yield":
-        return InlineResult(False, "inline_region: the body does not end in fused.yield")
-    if len(block.args) != len(region.operands):
-        return InlineResult(False, f"inline_region: {len(region.operands)} operands but "
-                            f"{len(block.args)} block arguments")
-    if len(term.operands) != len(region.results):
-        return InlineResult(False, f"inline_region: yield has {len(term.operands)} values, "
-                            f"the region declares {len(region.results)} results")
-    mapping: dict[Any, Any] = dict(zip(block.args, region.operands))
-    clones = []
-    for op in block.ops:
-        if op is term:
-            break
-        clones.append(op.clone(value_mapper=mapping))
-    # Only mutate once every clone exists: a failure above leaves the IR unchanged.
-    for clone in clones:
-        parent.insert_op_before(clone, region)
-    for result, value in zip(region.results, term.operands):
-        result.replace_all_uses_with(mapping.get(value, value))
-    parent.erase_op(region)
-    return InlineResult(True, None)

@@ -88,7 +88,7 @@ class DecomposeFusedPass(ModulePass):
     name = "decompose-fused"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from fusebind.lowering.decompose import inline_region
+        from fusebind.compiler.inline import inline_region
 
         for region in reversed(_regions(op)):
             result = inline_region(region)
