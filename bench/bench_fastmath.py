@@ -40,7 +40,7 @@ PIPELINE = (
     "lower-affine,convert-arith-to-llvm,finalize-memref-to-llvm,convert-func-to-llvm,"
     "convert-cf-to-llvm,reconcile-unrealized-casts)"
 )
-FUNCS = ["exp", "log", "tanh", "erf", "sigmoid"]
+FUNCS = ["exp", "log", "tanh", "erf"]  # prim.sigmoid is 1/(1+exp(-x)) on the fast exp: no own body
 
 
 def body(fn: str, variant: str) -> tuple[str, str]:
@@ -52,12 +52,6 @@ def body(fn: str, variant: str) -> tuple[str, str]:
         return f"%r = func.call @{name}(%a) : (f32) -> f32", defs
     if variant == "copy":
         return "%r = arith.addf %a, %a : f32", ""
-    if fn == "sigmoid":
-        return (
-            "%n = arith.negf %a : f32\n      %e = math.exp %n : f32\n"
-            "      %one = arith.constant 1.0 : f32\n      %d = arith.addf %e, %one : f32\n"
-            "      %r = arith.divf %one, %d : f32"
-        ), ""
     return f"%r = math.{fn} %a : f32", ""
 
 
@@ -157,8 +151,6 @@ class Compiled:
 
 def numpy_runner(fn: str, x: np.ndarray) -> Callable[[], object] | None:
     with np.errstate(all="ignore"):
-        if fn == "sigmoid":
-            return lambda: 1 / (1 + np.exp(-x))
         if fn == "erf":
             return None  # numpy has no erf
         return lambda: getattr(np, fn)(x)

@@ -34,6 +34,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from fusebind.dialect.errors import FusebindValueError, ShapeInferenceError
 from fusebind.dialect.types import (
+    ELEMENT_TYPES,
     Shape,
     compatible,
     elem_of,
@@ -143,12 +144,12 @@ class PrimOp(IRDLOperation):
         except ValueError:
             raise VerifyException(
                 f"{self.name}: {what} element type {t.element_type} is not supported; "
-                "expected one of f32, f64, i32, i64, i1"
+                f"expected one of {', '.join(ELEMENT_TYPES)}"
             ) from None
 
     def _check_dtype(self, elem: str, what: str = "operand") -> None:
         if elem not in self.DTYPES:
-            allowed = ", ".join(e for e in ("f32", "f64", "i32", "i64", "i1") if e in self.DTYPES)
+            allowed = ", ".join(e for e in ELEMENT_TYPES if e in self.DTYPES)
             raise VerifyException(
                 f"{self.name}: {what} element type {elem} is not supported; expected one of {allowed}"
             )
