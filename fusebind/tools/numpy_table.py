@@ -61,7 +61,7 @@ def rows() -> list[tuple[str, str]]:
         ("`fb.*` op functions (from the op registry's API_NAME)", _names(api_ops)),
         ("`fb.*` composites", _names(functions.COMPOSITES)),
         ("user ops", "`fn = fb.register_op(OpClass)`: an elementwise op class of your own dialect (a "
-                     "`fusebind.dialect.UnaryOp` / `BinaryOp` with `name`, `DTYPES`, `scalar_body`, `_ref`; "
+                     "`fusebind.dialect.UnaryOp` / `BinaryOp` with `name`, `DTYPES`, `scalar_body`, `reference`; "
                      "see test/api/user_ops.py) traces, prints, parses, interprets and runs like these"),
     ]
 
