@@ -11,24 +11,29 @@ thread pool: `fusebind.runtime.backend`), so lowering never imports the
 runtime.
 
 The registry is per process and append-only: `register_backend(b)` adds one
-(a name clash with a different object is an error), `backend_named(name)`
+(a name clash with a different object is an error), `extend_backend(b)`
+replaces a registered backend by its extension (an instance of a subclass of
+its class with the same lowering facts: this is how the runtime makes `cpu`
+one object that also loads and runs code), `backend_named(name)`
 finds one (an unknown name raises `UnknownBackendError` listing the known
 ones), `backend_names()` lists them in registration order. `cpu` (native
 code for the host CPU, through llvmlite) is registered first; its name is
 the compiler's `DEFAULT_BACKEND`, which every default in fusebind uses.
+Code that needs a backend looks it up by name when it needs it (never keeps
+`CPU`), so it gets the extension once the runtime is loaded.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Callable, Iterable
 
 from fusebind.compiler.context import DEFAULT_BACKEND
 from fusebind.dialect.errors import FusebindValueError
 
 __all__ = ["Backend", "CPU", "DEFAULT_BACKEND", "UnknownBackendError", "backend_named", "backend_names",
-           "host_fastmath", "register_backend"]
+           "extend_backend", "host_fastmath", "register_backend"]
 
 
 class UnknownBackendError(FusebindValueError):
@@ -113,6 +118,24 @@ def register_backend(backend: Backend) -> Backend:
     return backend
 
 
+def extend_backend(backend: Backend) -> Backend:
+    """Replace the backend registered under `backend.name` by `backend`, which extends it:
+    an instance of (a subclass of) its class with equal fields (the lowering facts).
+    Extending by the registered object again is a no-op. Returns `backend`."""
+    with _LOCK:
+        known = _BACKENDS.get(backend.name) if isinstance(backend, Backend) else None
+        if known is None:
+            raise UnknownBackendError(f"extend_backend: no backend named {getattr(backend, 'name', backend)!r} is "
+                                      f"registered to extend: expected one of {', '.join(sorted(_BACKENDS))}")
+        if known is not backend:
+            facts = [f.name for f in fields(known)]
+            if not isinstance(backend, type(known)) or any(getattr(known, f) != getattr(backend, f) for f in facts):
+                raise FusebindValueError(f"extend_backend: {backend!r} does not extend the registered {known!r} (it "
+                                         f"must be an instance of {type(known).__name__} with the same {', '.join(facts)})")
+            _BACKENDS[backend.name] = backend
+    return backend
+
+
 def backend_names() -> tuple[str, ...]:
     """The registered backend names, `cpu` first."""
     return tuple(_BACKENDS)
@@ -126,5 +149,6 @@ def backend_named(name: Any) -> Backend:
     return backend
 
 
-#: native code for the host CPU (the first backend, and the default one)
+#: native code for the host CPU (the first backend, and the default one); the runtime
+#: extends it (`fusebind.runtime.backend.CPU`), so look it up by name rather than keep this
 CPU = register_backend(Backend(DEFAULT_BACKEND))

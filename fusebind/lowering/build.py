@@ -15,10 +15,10 @@ from typing import Any
 from fusebind.lowering.cache import CachedObject, ObjectCache, cache_key, default_cache
 from fusebind.lowering.linalg_types import EmittedKernel
 
-from fusebind.lowering.backend import CPU, host_fastmath
+from fusebind.lowering.backend import DEFAULT_BACKEND, Backend, backend_named, host_fastmath
 
-#: the backend `build_object` makes code for (the registry's first, `cpu`)
-BACKEND = CPU.name
+#: the backend `build_object` makes code for by default (the registry's first, `cpu`)
+BACKEND = DEFAULT_BACKEND
 
 
 @dataclass
@@ -36,24 +36,26 @@ class BuiltObject:
 default_fastmath = host_fastmath
 
 
-def target_key_parts() -> dict[str, Any]:
-    """The host facts every cache key includes (llvmlite is imported; mlir is not): the CPU backend's."""
-    return CPU.target_key_parts()
+def target_key_parts(backend: Backend | None = None) -> dict[str, Any]:
+    """The target facts every cache key of `backend` (None: the default one) includes
+    (llvmlite is imported; mlir is not)."""
+    return (backend or backend_named(DEFAULT_BACKEND)).target_key_parts()
 
 
 def build_object(emitted: EmittedKernel, *, cache: ObjectCache | None = None,
-                 key_parts: dict[str, Any] | None = None) -> BuiltObject:
-    """Compile `emitted` (or fetch it from `cache`). Raises `LoweringError` on any failure.
+                 key_parts: dict[str, Any] | None = None, backend: Backend | None = None) -> BuiltObject:
+    """Compile `emitted` (or fetch it from `cache`) for `backend` (None: the default one).
+    Raises `LoweringError` on any failure.
 
     The key is `key_parts` (the caller's: canonical recipe, dtypes, shapes …) plus
-    the host facts and a hash of the emitted text itself.
+    the backend's target facts and a hash of the emitted text itself.
     """
     cache = cache if cache is not None else default_cache()
     timings: dict[str, float] = {}
     key = None
     if cache.enabled:
         t = time.perf_counter()
-        key = cache_key(**(key_parts or {}), **target_key_parts(), text=emitted.text, entry=emitted.entry)
+        key = cache_key(**(key_parts or {}), **target_key_parts(backend), text=emitted.text, entry=emitted.entry)
         hit = cache.get(key)
         timings["cache-lookup"] = time.perf_counter() - t
         if hit is not None and hit.symbol == emitted.entry:

@@ -37,6 +37,7 @@ from typing import Any, Callable
 import numpy as np
 
 from fusebind.lowering.backend import DEFAULT_BACKEND
+from fusebind.runtime.backend import runtime_backend
 from fusebind.compiler.cost import (
     UNKNOWN_COST,
     Cost,
@@ -189,7 +190,7 @@ class StepBuilder:
             rank, attrs = static_attrs(op)
             dtypes = [d.value for d in compile_dtypes(op)]
             ensure_static_kernel(op.KIND, dtypes, rank, kernels=self.options.static_kernels, session=session,
-                                 **attrs)
+                                 backend=self.options.backend, **attrs)
             return compile_one(op, session.table, self.options.backend)
         except Exception as exc:  # no static kernel: the numpy reference runs the op
             self.notes.append(f"{op.name}: no static kernel ({type(exc).__name__}: {exc}); runs its numpy reference")
@@ -226,7 +227,8 @@ class StepBuilder:
                 return run_thunk
         call = KernelCall(resolved.kernel, in_shapes, [out_shape],  # type: ignore[list-item]
                           broadcast_inputs_to=out_shape if elementwise else None,
-                          splittable=elementwise and bool(out_shape), threads=self.options.threads)
+                          splittable=elementwise and bool(out_shape), threads=self.options.threads,
+                          pool=runtime_backend(self.options.backend).split_pool)
 
         def run(env: Env) -> None:
             o = alloc(env)
@@ -405,12 +407,13 @@ class StepBuilder:
         out_shapes = [static_shape(v) for v in region.results]
         if getattr(kernel, "python_callback", False):
             return GuardedStep(kernel, None)
+        pool = runtime_backend(self.options.backend).split_pool
         try:
-            return ThunkStep(kernel, in_shapes, out_shapes, splittable, self.options.threads)  # type: ignore[arg-type]
+            return ThunkStep(kernel, in_shapes, out_shapes, splittable, self.options.threads, pool)  # type: ignore[arg-type]
         except ThunkUnavailable as exc:
             self.notes.append(f"call thunk unavailable ({exc}); fused arms are called through ctypes descriptors")
             return DescriptorStep(KernelCall(kernel, in_shapes, out_shapes,  # type: ignore[arg-type]
-                                              splittable=splittable, threads=self.options.threads))
+                                              splittable=splittable, threads=self.options.threads, pool=pool))
 
 
 def compile_dtypes(op: Any) -> tuple[Any, ...]:

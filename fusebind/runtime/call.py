@@ -190,9 +190,11 @@ class KernelCall:
     """
 
     def __init__(self, kernel: Kernel, in_shapes: Sequence[Shape], out_shapes: Sequence[Shape], *,
-                 broadcast_inputs_to: Shape | None = None, splittable: bool = False, threads: int = 1) -> None:
+                 broadcast_inputs_to: Shape | None = None, splittable: bool = False, threads: int = 1,
+                 pool: Callable[[int], ThreadPoolExecutor] | None = None) -> None:
         sig = kernel.signature
         self.kernel = kernel
+        self.pool = pool if pool is not None else split_pool  # threads -> workers (the backend's split_pool)
         n_args = len(sig.inputs) + len(sig.outputs)
         self._fn = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * n_args))(kernel.address)
         out_numel = int(np.prod(out_shapes[0])) if out_shapes else 0
@@ -242,7 +244,7 @@ class KernelCall:
                 for op, base, off in zip(ops, bases, offsets):
                     op.ptrs[0] = base + off
                     op.ptrs[1] = base + off
-            pool = split_pool(self.chunks)
+            pool = self.pool(self.chunks)
             futures = [pool.submit(self._fn, *addrs) for _, addrs, _ in self._sets[1:]]
             self._fn(*self._addrs0)
             for f in futures:

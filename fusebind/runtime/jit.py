@@ -57,7 +57,7 @@ from fusebind.compiler.optimize import OptimizeResult, WorkItem, optimize_graph
 from fusebind.compiler.splitting import region_is_splittable
 from fusebind.runtime.session import Session, current_session
 from fusebind.runtime.calibrate import machine_model, measured_machine
-from fusebind.runtime.kernel import Kernel
+from fusebind.runtime.backend import runtime_backend
 from fusebind.compiler.catalog import RUNTIME_FUSED_BASE, static_kernel_op
 from fusebind.runtime.fused_kernels import (
     CAP_SHAPE_DYNAMIC,
@@ -214,6 +214,8 @@ class JitCompiler:
                  split_threshold: int | None = None, machine: MachineModel | str | None = None,
                  session: Session | None = None) -> None:
         self.backend = backend
+        #: what loads the kernels compiled here (an unknown name is refused now, naming the known ones)
+        self._runtime = runtime_backend(backend)
         #: where kernels are bound and recipes registered (None: the current session)
         self.session = session or current_session()
         self.machine = machine
@@ -331,7 +333,7 @@ class JitCompiler:
             if dynamic:
                 kwargs["dynamic"] = True
             decomp = run(item.region, list(item.dtypes), **kwargs)
-            kernel = Kernel.from_decomposition(decomp)
+            kernel = self._runtime.load_decomposition(decomp)
             if static_id is not None:
                 bind_catalog_kernel(static_id, item.dtypes, self.backend, kernel, cost=decomp.cost, caps=caps,
                                     session=self.session)

@@ -120,8 +120,10 @@ class Session:
     def slot(self, name: str, factory: Callable[[], T]) -> T:
         """The session's `name` cache, made by `factory()` on first use.
         The slots in use: "calibration" (calibrate.MachineCalibration),
-        "static_kernels" (static_kernels.StaticKernels), "blas_kernels",
-        "thunks" and "pools" (dicts keyed as their owner modules say)."""
+        "static_kernels" (the cpu backend's static_kernels.StaticKernels;
+        another backend's is "static_kernels:<name>"), "blas_kernels" (keyed
+        by (backend, elem)), "thunks" and "pools" (dicts keyed as their owner
+        modules say)."""
         value = self._slots.get(name)
         if value is None:
             with self._slot_lock:

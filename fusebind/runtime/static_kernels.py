@@ -1,16 +1,19 @@
 """Static kernels: one per prim op x dtypes x rank (x op attributes), built
 through the same path as fused regions and bound under `BindingKey.static(op)`.
 
-Owns: `StaticKernels` (lazy compilation, a memo per session, batch preparation),
-`StaticRequest`, the BLAS-backed matmul thunk, and `ensure_static_kernel`
-(compile if needed, then bind into the global table).
+Owns: `StaticKernels` (lazy compilation, a memo per session and backend, batch
+preparation), `StaticRequest`, and `ensure_static_kernel` (compile if needed,
+then bind into the table of a session, under the backend's name). The backend
+object (runtime/backend.py, found by name) emits with its fast-math choice,
+keys the object cache with its target facts, loads the code, and gives the
+BLAS matmul kernel (runtime/blas.py, its thunk's IR: lowering/blas_ir.py).
 
 The ABI of a static kernel is the kernel ABI (docs/KERNEL-ABI.md) with all
 dims dynamic. Elementwise kernels take inputs of the output's rank with any
 strides: the caller passes `np.broadcast_to` views (stride 0) for broadcast
 operands. matmul is OpenBLAS's `cblas_?gemm` (the copy numpy ships in
 numpy.libs, ILP64), called from a small LLVM thunk that reads the memref
-descriptors; integer matmul has no BLAS and uses the generated linalg.matmul.
+descriptors (blas.py); integer matmul has no BLAS and uses the generated linalg.matmul.
 
 Must not: be imported by `lowering` or `compiler` (imports flow runtime ->
 lowering).
@@ -18,28 +21,19 @@ lowering).
 
 from __future__ import annotations
 
-import ctypes
-import glob
-import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from fusebind.lowering.backend import DEFAULT_BACKEND
-from fusebind.dialect.errors import FusebindError
+from fusebind.runtime.backend import RuntimeBackend, runtime_backend
 from fusebind.lowering import ObjectCache, build_object, emit_linalg, kernel_signature
-from fusebind.lowering.blas_ir import GEMMS, compile_blas_thunk
-from fusebind.lowering.build import default_fastmath
+from fusebind.lowering.blas_ir import GEMMS
+from fusebind.runtime.blas import StaticKernelError  # re-exported: the static kernels' error
 from fusebind.runtime.session import Session, default_session
 from fusebind.runtime.table import BindingKey, BindingRow
-from fusebind.runtime.dtypes import DType, KernelSignature
+from fusebind.runtime.dtypes import DType
 from fusebind.runtime.kernel import Kernel
-
-BACKEND = DEFAULT_BACKEND
-
-
-class StaticKernelError(FusebindError, ValueError):
-    """A static kernel was requested for a signature that has none."""
 
 
 @dataclass(frozen=True)
@@ -109,9 +103,12 @@ def kernel_name(req: StaticRequest) -> str:
 
 @dataclass
 class StaticKernels:
-    """Lazily built static kernels, memoised per (op, dtypes, rank, attrs)."""
+    """Lazily built static kernels, memoised per (op, dtypes, rank, attrs), made and
+    loaded by `backend` (None: the default one); BLAS kernels are `session`'s."""
 
     cache: ObjectCache | None = None
+    backend: RuntimeBackend | None = None
+    session: Session | None = None
     _kernels: dict[StaticRequest, Kernel] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -130,6 +127,9 @@ class StaticKernels:
         return [self.kernel_for(r) for r in requests]
 
     # -- building ---------------------------------------------------------
+    def _backend(self) -> RuntimeBackend:
+        return self.backend if self.backend is not None else runtime_backend(DEFAULT_BACKEND)
+
     def _cache(self) -> ObjectCache:
         from fusebind.lowering.cache import default_cache
 
@@ -149,26 +149,28 @@ class StaticKernels:
             # and a kernel cannot raise; the executor runs the op's checking reference instead
             raise StaticKernelError(f"Static({req.op}) has no kernel for dtypes {req.dtypes}: {op.name} on "
                                     f"{req.dtypes[0]} must check its exponent, which a kernel cannot report")
-        fm = default_fastmath()
+        fm = self._backend().fastmath()
         return emit_linalg(next(iter(module.ops)), kernel_name(req), dynamic=True,
                            strided_inputs=req.op != "matmul", fastmath=fm[0] if fm else None,
                            fastmath_defs=fm[1] if fm else None)
 
     def _build(self, req: StaticRequest) -> Kernel:
-        if req.op == "matmul" and req.dtypes[0] in ("f32", "f64"):
-            return blas_matmul_kernel(req.dtypes[0])
+        backend = self._backend()
+        if req.op == "matmul" and req.dtypes[0] in GEMMS:
+            return backend.blas_kernel(req.dtypes[0], self.session)
         emitted = self._emit(req)
-        built = build_object(emitted, cache=self._cache(), key_parts={"static": kernel_name(req)})
-        return Kernel.from_object(built.object_code, built.symbol,
-                                  signature=kernel_signature(emitted.inputs, emitted.outputs))
+        built = build_object(emitted, cache=self._cache(), key_parts={"static": kernel_name(req)}, backend=backend)
+        return backend.load(built.object_code, built.symbol, signature=kernel_signature(emitted.inputs, emitted.outputs))
 
     def _build_batch(self, todo: list[StaticRequest]) -> None:
         from fusebind.lowering.cache import CachedObject, cache_key
         from fusebind.lowering.build import target_key_parts
 
         cache = self._cache()
+        backend = self._backend()
         emitted = {r: self._emit(r) for r in todo}
-        keys = {r: cache_key(static=kernel_name(r), **target_key_parts(), text=e.text, entry=e.entry)
+        target = target_key_parts(backend)
+        keys = {r: cache_key(static=kernel_name(r), **target, text=e.text, entry=e.entry)
                 for r, e in emitted.items()}
         missing = [r for r in todo if cache.get(keys[r]) is None]
         if len(missing) < 2:
@@ -184,75 +186,40 @@ class StaticKernels:
             code = compile_llvm_ir(llvm_ir, emitted[r].entry)
             cache.put(keys[r], CachedObject(emitted[r].entry, code))
             if not cache.enabled:
-                self._kernels[r] = Kernel.from_object(code, emitted[r].entry, signature=kernel_signature(
+                self._kernels[r] = backend.load(code, emitted[r].entry, signature=kernel_signature(
                     emitted[r].inputs, emitted[r].outputs))
-
-
-# --------------------------------------------------------------------------- BLAS
-
-
-def _openblas_path() -> str:
-    import numpy
-
-    libs = os.path.join(os.path.dirname(os.path.dirname(numpy.__file__)), "numpy.libs")
-    found = sorted(glob.glob(os.path.join(libs, "libscipy_openblas*.so*")))
-    if not found:
-        raise StaticKernelError(f"no OpenBLAS found in {libs}; numpy wheels ship libscipy_openblas there. "
-                                "Install numpy from a wheel, or bind a matmul kernel yourself.")
-    return found[0]
-
-
-def blas_gemm_address(elem: str) -> int:
-    """Address of numpy's bundled OpenBLAS cblas_?gemm (ILP64)."""
-    symbol = GEMMS[elem].symbol
-    lib = ctypes.CDLL(_openblas_path())
-    try:
-        return ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value or 0
-    except AttributeError:
-        raise StaticKernelError(f"{_openblas_path()} lacks {symbol}") from None
-
-
-_blas_lock = threading.Lock()
-
-
-def blas_matmul_kernel(elem: str, session: Session | None = None) -> Kernel:
-    """The BLAS matmul kernel for f32/f64, one per session (None: the default one). Its thunk
-    (lowering/blas_ir.py) embeds the gemm's address in this process, so it is not cached."""
-    if elem not in GEMMS:
-        raise StaticKernelError(f"no BLAS matmul for {elem}; BLAS covers f32 and f64")
-    blas_kernels: dict[str, Kernel] = (session or default_session()).slot("blas_kernels", dict)
-    with _blas_lock:
-        if elem not in blas_kernels:
-            code, entry = compile_blas_thunk(elem, blas_gemm_address(elem))
-            sig = KernelSignature(((DType(elem), 2), (DType(elem), 2)), ((DType(elem), 2),))
-            k = Kernel.from_object(code, entry, signature=sig)
-            blas_kernels[elem] = Kernel(k.function, k.signature, k.address, f"blas:{GEMMS[elem].short}", k.keepalive)
-        return blas_kernels[elem]
 
 
 # --------------------------------------------------------------------------- binding
 
-def default_static_kernels(session: Session | None = None) -> StaticKernels:
-    """The static-kernel memo of `session` (None: the default session's), made on first use."""
-    return (session or default_session()).slot("static_kernels", StaticKernels)
+def default_static_kernels(session: Session | None = None, backend: str = DEFAULT_BACKEND) -> StaticKernels:
+    """The static-kernel memo of `backend` in `session` (None: the default session's), made on
+    first use: a backend's static kernels are its own (built, keyed and loaded by it)."""
+    target = runtime_backend(backend)
+    session = session or default_session()
+    slot = "static_kernels" if target.name == DEFAULT_BACKEND else f"static_kernels:{target.name}"
+    return session.slot(slot, lambda: StaticKernels(backend=target, session=session))
 
 
 def ensure_static_kernel(op: str, dtypes: Iterable[DType | str], rank: int, *,
                          kernels: StaticKernels | None = None, session: Session | None = None,
-                         **attrs: Any) -> BindingRow:
+                         backend: str = DEFAULT_BACKEND, **attrs: Any) -> BindingRow:
     """Build (on first request) the static kernel for (op, dtypes, rank, attrs) and bind it
-    under `BindingKey.static(op)` on `cpu` in `session`'s table (None: the global
-    one); returns its row. Idempotent."""
+    under `BindingKey.static(op)` on `backend` in `session`'s table (None: the global
+    one); returns its row. `kernels`: the memo to build with (None: the backend's in
+    `session`). Idempotent."""
     req = StaticRequest.of(op, dtypes, rank, **attrs)
     session = session or default_session()
-    kernel = (kernels or default_static_kernels(session)).kernel_for(req)
+    target = runtime_backend(backend)
+    kernel = (kernels or default_static_kernels(session, target.name)).kernel_for(req)
     key = BindingKey.static(op)
+    name = target.name
 
     def bind(builder: Any) -> BindingRow:
-        row = builder.find_kernel(key, req.dtypes, BACKEND, kernel)
+        row = builder.find_kernel(key, req.dtypes, name, kernel)
         if row is not None:
             return row
-        return builder.bind(key, req.dtypes, BACKEND, kernel, caps=req.caps | {f"rank={req.rank}"},
+        return builder.bind(key, req.dtypes, name, kernel, caps=req.caps | {f"rank={req.rank}"},
                             source=kernel.source)
 
     return session.extend_bindings(bind)

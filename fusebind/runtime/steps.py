@@ -124,8 +124,9 @@ class ThunkStep:
     """A fused-arm call through the thunk; large splittable calls in chunks."""
 
     def __init__(self, kernel: Any, in_shapes: list[tuple[int, ...]], out_shapes: list[tuple[int, ...]],
-                 splittable: bool, threads: int) -> None:
+                 splittable: bool, threads: int, pool: Callable[[int], Any] = split_pool) -> None:
         self.thunk = ThunkCall(kernel, [*in_shapes, *out_shapes])
+        self.pool = pool  # threads -> the worker pool (the backend's `split_pool`)
         out_numel = int(np.prod(out_shapes[0])) if out_shapes else 0
         lead = out_shapes[0][0] if out_shapes and out_shapes[0] else 0
         self.chunks = threads if (splittable and threads > 1 and out_numel >= SPLIT_THRESHOLD
@@ -145,7 +146,7 @@ class ThunkStep:
         fn = self.chunk_thunk.released
         b = self.bounds
         chunks = [[a[b[c]:b[c + 1]] for a in arrays] for c in range(self.chunks)]
-        pool = split_pool(self.chunks)
+        pool = self.pool(self.chunks)
         futures = [pool.submit(fn, *chunk) for chunk in chunks[1:]]
         ok = fn(*chunks[0]) is not None
         ok = all([f.result() is not None for f in futures]) and ok

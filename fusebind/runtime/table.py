@@ -21,7 +21,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from fusebind.dialect.errors import FusebindError
 from fusebind.compiler.cost import UNKNOWN_COST, Cost, CostEstimate, UnknownCost
-from fusebind.lowering.backend import backend_names
+from fusebind.lowering.backend import UnknownBackendError as RegistryUnknownBackendError, backend_names
 from fusebind.runtime.dtypes import DType, KernelSignature, parse_dtypes
 from fusebind.runtime.kernel import Kernel
 
@@ -34,8 +34,8 @@ class BindingError(FusebindError, ValueError):
     """A binding was refused: bad key, dtypes, backend or a duplicate kernel."""
 
 
-class UnknownBackendError(BindingError):
-    """The backend name is not one fusebind knows."""
+class UnknownBackendError(BindingError, RegistryUnknownBackendError):
+    """The backend name is not one fusebind knows (the registry's error, as a binding error too)."""
 
 
 class DuplicateKernelError(BindingError):

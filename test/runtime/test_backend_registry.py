@@ -13,8 +13,13 @@ from fusebind.runtime.testing import noop_kernel
 
 
 def test_cpu_is_the_first_and_default_backend() -> None:
+    from fusebind.runtime.backend import CPU as RUNTIME_CPU
+
     assert backend_names()[0] == DEFAULT_BACKEND == CPU.name == "cpu"
-    assert backend_named("cpu") is CPU and register_backend(CPU) is CPU  # again: a no-op
+    # the runtime extended lowering's cpu: one object, with the same lowering facts
+    assert backend_named("cpu") is RUNTIME_CPU and isinstance(RUNTIME_CPU, type(CPU))
+    assert register_backend(RUNTIME_CPU) is RUNTIME_CPU  # again: a no-op
+    assert RUNTIME_CPU.target_key_parts() == CPU.target_key_parts()
     assert target_key_parts()["backend"] == "cpu" and target_key_parts() == CPU.target_key_parts()
 
 
@@ -32,4 +37,4 @@ def test_unknown_backends_are_refused_by_name() -> None:
 def test_a_second_backend_under_a_taken_name_is_refused() -> None:
     with pytest.raises(ValueError, match="a backend named 'cpu' is registered already"):
         register_backend(Backend("cpu"))
-    assert backend_named("cpu") is CPU
+    assert backend_named("cpu").name == "cpu" and type(backend_named("cpu")) is not Backend

@@ -11,7 +11,8 @@ import pytest
 from fusebind.lowering.blas_ir import GEMMS, blas_thunk_ir
 from fusebind.runtime.dtypes import descriptor_for
 from fusebind.runtime.session import Session
-from fusebind.runtime.static_kernels import StaticKernelError, blas_matmul_kernel
+from fusebind.runtime.blas import blas_matmul_kernel
+from fusebind.runtime.static_kernels import StaticKernelError
 
 
 def test_the_thunk_ir_calls_the_gemm_at_the_address_given() -> None:
