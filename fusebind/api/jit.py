@@ -107,9 +107,10 @@ class JitFunction:
         self._entries: dict[Any, list[tuple[Binding, Executor]]] = {}
         #: trace key -> executor, for traces whose call arguments are the executor's (Binding.plain)
         self._plain: dict[Any, Executor] = {}
-        #: (FastPath of the last plan run, its binding's `bind` or None when the call's
-        #: arguments are the kernel's): one attribute, read at once by the fast path
-        self._last: tuple[Any, Any] = (None, None)
+        #: (the `call` of the last plan run's FastPath, its binding's `bind` or None when the
+        #: call's arguments are the kernel's, the FastPath): one attribute, read at once by
+        #: the fast path, which calls the closure itself (no attribute lookup, no bound method)
+        self._last: tuple[Any, Any, Any] = (None, None, None)
         self._traces = 0
         functools.update_wrapper(self, fn)
 
@@ -130,11 +131,11 @@ class JitFunction:
         # (exact ndarray, dtype, shape, contiguity) and declines (runtime FastPath.call).
         # With scalar arguments or captured arrays, `bind` first makes the kernel's
         # argument list (0-d scalars, then the captured arrays as they are now).
-        fast, bind = self._last
-        if fast is not None and not kwargs:
+        call, bind, _ = self._last
+        if call is not None and not kwargs:
             full = args if bind is None else bind(args)
             if full is not None:
-                result = fast.call(full, out)
+                result = call(full, out)
                 if result is not None:
                     return result
         if kwargs:
@@ -154,17 +155,19 @@ class JitFunction:
             ex = plain.get(sig) if len(sig) == len(args) else None
             if ex is not None:
                 result = ex.run_signature(sig, list(args), out)
-                self._last = (ex.fast, None)
+                fast = ex.fast
+                self._last = (None if fast is None else fast.call, None, fast)
                 return result
         binding, ex, full = self._entry(args)
         result = ex.run_signature(tuple((a.shape, a.dtype) for a in full), full, out)
-        self._last = (ex.fast, binding.bind)
+        fast = ex.fast
+        self._last = (None if fast is None else fast.call, binding.bind, fast)
         return result
 
     @property
     def _fast(self) -> Any:
         """The FastPath of the last plan run (see Executor.__call__), or None."""
-        return self._last[0]
+        return self._last[2]
 
     def _entry(self, args: Sequence[Any]) -> tuple[Binding, Executor, list[np.ndarray]]:
         """The trace (binding, executor) for these arguments and the executor's argument list

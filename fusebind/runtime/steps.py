@@ -61,9 +61,16 @@ def contig(a: Any) -> np.ndarray:
 class FastPath:
     """The whole plan as one native call. `call(args, out)` is the one fast
     call path (the executor and the API callables all use it): the result,
-    or None when the fast path does not apply (take the slow path).
+    or None when the fast path does not apply (take the slow path). It runs
+    `args` (a sequence of arrays, the plan's inputs) into a fresh output, or
+    into `out` when `fast_out_ok` shows it cannot overlap an input; None when
+    nothing ran (the table moved, an argument does not fit the thunk, or
+    `out` needs the slow path's exact checks). `call` is a plain function
+    (a closure over the thunk, allocator and session, made once), not a
+    method: a caller may keep it, and each call pays no attribute lookups.
 
-    Valid while the table generation of `session` equals `generation`.
+    Valid while the table generation of `session` equals `generation` (both
+    fixed at construction: `call` closes over them).
     `function(*args, out)` is the raw thunk: `out` when the kernel ran, None
     when an argument did not fit. `alloc()` gives the output of one call
     (recycled when large: call.py); large calls use the thunk's GIL-releasing
@@ -71,7 +78,7 @@ class FastPath:
     that ran; with `profile`, `function` also adds the kernel call's time to
     `seconds` (without it, `function` is the bare thunk: nothing is timed)."""
 
-    __slots__ = ("generation", "session", "function", "shape", "dtype", "alloc", "calls", "seconds", "thunk")
+    __slots__ = ("generation", "session", "function", "shape", "dtype", "alloc", "_count", "seconds", "thunk", "call")
 
     def __init__(self, generation: int, thunk: ThunkCall, shape: tuple[int, ...], dtype: np.dtype,
                  alloc: Callable[[], np.ndarray] | None = None, profile: bool = False,
@@ -86,26 +93,14 @@ class FastPath:
         self.shape = shape
         self.dtype = dtype
         self.alloc = alloc if alloc is not None else output_allocator(shape, dtype)[0]
-        self.calls = 0
+        self._count = [0]  # a cell the closure bumps (no reference back to self: no cycle)
         self.seconds = 0.0
+        self.call = _fast_call(self.function, self.alloc, self.session, generation, self._count)
 
-    def call(self, args: Any, out: Any = None) -> Any:
-        """Run the kernel on `args` (a sequence of arrays, the plan's inputs)
-        into a fresh output, or into `out` when `fast_out_ok` shows it cannot
-        overlap an input. None: nothing ran (the table moved, an argument does
-        not fit the thunk, or `out` needs the slow path's exact checks)."""
-        if self.generation != self.session.table.generation:
-            return None
-        if out is None:
-            o = self.alloc()
-            if self.function(*args, o) is not None:
-                self.calls += 1
-                return o
-            return None
-        if fast_out_ok(args, out) and self.function(*args, out) is not None:
-            self.calls += 1
-            return out
-        return None
+    @property
+    def calls(self) -> int:
+        """The calls that ran on this fast path."""
+        return self._count[0]
 
     def _timed(self, raw: Callable[..., Any]) -> Callable[..., Any]:
         clock = time.perf_counter
@@ -118,6 +113,25 @@ class FastPath:
             return result
         return timed
 
+
+
+def _fast_call(function: Callable[..., Any], alloc: Callable[[], np.ndarray], session: Any, generation: int,
+               count: list[int]) -> Callable[[Any, Any], Any]:
+    """`FastPath.call` (see there): everything it reads is a local of the closure."""
+    def call(args: Any, out: Any = None) -> Any:
+        if session.table.generation != generation:
+            return None
+        if out is None:
+            o = alloc()
+            if function(*args, o) is not None:
+                count[0] += 1
+                return o
+            return None
+        if fast_out_ok(args, out) and function(*args, out) is not None:
+            count[0] += 1
+            return out
+        return None
+    return call
 
 
 class ThunkStep:
