@@ -278,29 +278,30 @@ def run_upstream_pipeline(text: str, ctx: Any | None = None, pipeline: str | Non
     try:
         try:
             module = ir.Module.parse(text, ctx)
-        except Exception as exc:  # MLIRError and friends: report, never crash
+        except (ir.MLIRError, ValueError) as exc:  # what MLIR raises for text it cannot read
             raise LoweringError.at("mlir-parse", _message(exc, diagnostics), text) from None
-        try:
-            if staged:
-                names = [p for p, _ in UPSTREAM_PIPELINE]
-                fused, cut = names.index(FUSION_PASS) + 1, names.index(DEALLOCATION_PASS)
-                passmanager.PassManager.parse(pipeline_text(UPSTREAM_PIPELINE[:fused]), ctx).run(module.operation)
-                hazards = fusion_hazards(module)
-                if hazards:
-                    raise LoweringError.at("mlir-passes", "internal error: elementwise fusion made a kernel "
-                                           "that would compute a wrong answer, so it is not built:\n  "
-                                           + "\n  ".join(hazards), text, pipeline)
-                before, after = UPSTREAM_PIPELINE[fused:cut], UPSTREAM_PIPELINE[cut + 1:]
-                passmanager.PassManager.parse(pipeline_text(before), ctx).run(module.operation)
-                if _drop_self_copies(module):
-                    after = UPSTREAM_PIPELINE[cut:]
-                passmanager.PassManager.parse(pipeline_text(after), ctx).run(module.operation)
-            else:
-                passmanager.PassManager.parse(pipeline, ctx).run(module.operation)
-        except LoweringError:
-            raise
-        except Exception as exc:
-            raise LoweringError.at("mlir-passes", _message(exc, diagnostics), text, pipeline) from None
+        def run(passes: str) -> None:
+            try:
+                passmanager.PassManager.parse(passes, ctx).run(module.operation)
+            except (ir.MLIRError, ValueError) as exc:  # what MLIR raises: a bad pipeline, a failed pass
+                raise LoweringError.at("mlir-passes", _message(exc, diagnostics), text, pipeline) from None
+
+        if staged:
+            names = [p for p, _ in UPSTREAM_PIPELINE]
+            fused, cut = names.index(FUSION_PASS) + 1, names.index(DEALLOCATION_PASS)
+            run(pipeline_text(UPSTREAM_PIPELINE[:fused]))
+            hazards = fusion_hazards(module)
+            if hazards:
+                raise LoweringError.at("mlir-passes", "internal error: elementwise fusion made a kernel "
+                                       "that would compute a wrong answer, so it is not built:\n  "
+                                       + "\n  ".join(hazards), text, pipeline)
+            before, after = UPSTREAM_PIPELINE[fused:cut], UPSTREAM_PIPELINE[cut + 1:]
+            run(pipeline_text(before))
+            if _drop_self_copies(module):
+                after = UPSTREAM_PIPELINE[cut:]
+            run(pipeline_text(after))
+        else:
+            run(pipeline)
     finally:
         handler.detach()
     return module

@@ -46,7 +46,7 @@ from fusebind.compiler.cost import (
     compose_primitives_cost,
     compose_region_cost,
 )
-from fusebind.dialect.errors import FusebindInternalError, UnsupportedOperation
+from fusebind.dialect.errors import FusebindError, FusebindInternalError, UnsupportedOperation
 from fusebind.runtime.arms import ArmStats, RegionDecision, verify_failed_reason, verify_results
 from fusebind.runtime.bindings import BindingTable
 from fusebind.runtime.call import SPLIT_THRESHOLD, KernelCall, OutputRecycler, output_allocator
@@ -63,6 +63,7 @@ from fusebind.runtime.steps import (
     np_dtype,
     static_shape,
 )
+from fusebind.runtime.strict import internal_bug
 from fusebind.runtime.thunk import ThunkCall, ThunkUnavailable
 
 
@@ -192,8 +193,13 @@ class StepBuilder:
             ensure_static_kernel(op.KIND, dtypes, rank, kernels=self.options.static_kernels, session=session,
                                  backend=self.options.backend, **attrs)
             return compile_one(op, session.table, self.options.backend)
-        except Exception as exc:  # no static kernel: the numpy reference runs the op
+        except FusebindError as exc:  # no static kernel (it says why): the numpy reference runs the op
             self.notes.append(f"{op.name}: no static kernel ({type(exc).__name__}: {exc}); runs its numpy reference")
+            return None
+        except Exception as exc:  # a fusebind bug: the reference still answers, but it must not hide
+            internal_bug(f"building the static kernel of {op.name}", exc, "the op runs its numpy reference")
+            self.notes.append(f"{op.name}: no static kernel (internal error {type(exc).__name__}: {exc}); "
+                              "runs its numpy reference")
             return None
 
     def _kernel_step(self, op: Any, resolved: Any, ins: list[int], out: int, elementwise: bool) -> Step:

@@ -23,9 +23,9 @@ This module owns:
   the `before_compile` hook). The executor and the `fuse-jit` pass both use
   it; `JitWorker` is its background form, so the caller continues on arm 0
   while kernels are adopted.
-- the `fuse-jit` pass of `fusebind-opt` (`machine=default` by default, so its
-  output is deterministic; `machine=measured` prices with this machine). It
-  is listed in `opt_passes.PASSES` and registered by the tools layer.
+- the `fuse-jit` pass of `fusebind-opt` is not here: it is defined in
+  `fusebind.tools.passes` over `optimize_with_jit` (the runtime holds no
+  xDSL passes).
 
 Machine model: `JitCompiler(machine=...)` (a `MachineModel`, "default",
 "measured", or None: `FUSEBIND_MACHINE`, else measured; see calibrate.py)
@@ -35,29 +35,23 @@ machine=)`), resolved on the first compile, not before.
 
 from __future__ import annotations
 
-import os
 import queue
-import sys
 import threading
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass
 
 from fusebind.lowering.backend import DEFAULT_BACKEND
 from fusebind.dialect.errors import FusebindError, FusebindInternalError
-from fusebind.compiler.context import DEFAULT_MAX_REGION_OPS, OptimizationContext
+from fusebind.compiler.context import OptimizationContext
 from fusebind.compiler.cost import MachineModel
-from fusebind.compiler.fusion_passes import FuseServices, machine_with, print_remarks, replace_module_body
 from fusebind.compiler.optimize import OptimizeResult, WorkItem, optimize_graph
 from fusebind.compiler.splitting import region_is_splittable
 from fusebind.runtime.session import Session, current_session
-from fusebind.runtime.calibrate import machine_model, measured_machine
+from fusebind.runtime.calibrate import machine_model
 from fusebind.runtime.backend import runtime_backend
+from fusebind.runtime.strict import InternalErrorWarning, internal_bug, strict_mode  # noqa: F401 - re-exported
 from fusebind.compiler.catalog import RUNTIME_FUSED_BASE, static_kernel_op
 from fusebind.runtime.fused_kernels import (
     CAP_SHAPE_DYNAMIC,
@@ -68,21 +62,6 @@ from fusebind.runtime.fused_kernels import (
 )
 
 Decompose = Callable[..., Any]
-
-
-class InternalErrorWarning(UserWarning):
-    """A fusebind bug met while compiling a region: the region ran unfused (arm 0) instead."""
-
-
-#: exception types of internal bugs already warned about: one warning per type per process,
-#: like the warnings module's own registry (which a caller's filters may reset)
-_WARNED: set[type] = set()
-_WARNED_LOCK = threading.Lock()
-
-
-def strict_mode() -> bool:
-    """FUSEBIND_STRICT=1: internal errors raise instead of degrading to arm 0 (the test suite sets it)."""
-    return os.environ.get("FUSEBIND_STRICT", "").strip() in ("1", "true", "yes", "on")
 
 
 def table_context(backend: str = DEFAULT_BACKEND, *, session: Session | None = None, recipes: Any = None,
@@ -329,6 +308,8 @@ class JitCompiler:
             caps = ({CAP_SHAPE_DYNAMIC} | ({CAP_SPLIT_AXIS0} if splittable else set())) if dynamic else set()
             run = self._decompose or _default_decompose
             kwargs: dict[str, Any] = {"cache": self._cache} if self._cache is not None else {}
+            if self._decompose is None:  # a caller's hook keeps its own signature
+                kwargs["backend"] = self.backend
             kwargs["machine"] = machine_model(self.machine)
             if dynamic:
                 kwargs["dynamic"] = True
@@ -358,18 +339,9 @@ class JitCompiler:
             record.seconds = time.perf_counter() - t0
 
     def _internal_bug(self, item: WorkItem, err: Exception) -> None:
-        """An exception that is not an fb error came out of lowering or adoption: a bug. With
-        FUSEBIND_STRICT=1 (the test suite sets it) it raises; otherwise it warns once per
-        exception type per process, and the region runs on arm 0."""
-        what = f"compiling region @{item.name or 'region'}: {type(err).__name__}: {err}"
-        if strict_mode():
-            raise FusebindInternalError(f"fusebind internal error while {what} (FUSEBIND_STRICT=1)") from err
-        with _WARNED_LOCK:
-            if type(err) in _WARNED:
-                return
-            _WARNED.add(type(err))
-        warnings.warn(f"fusebind internal error while {what}; the region runs unfused (arm 0). Please report "
-                      "it; set FUSEBIND_STRICT=1 to raise instead", InternalErrorWarning, stacklevel=2)
+        """An exception that is not an fb error came out of lowering or adoption: a bug
+        (`strict.internal_bug`: raises under FUSEBIND_STRICT=1, else warns once; arm 0 runs)."""
+        internal_bug(f"compiling region @{item.name or 'region'}", err, "the region runs unfused (arm 0)")
 
     def _fail(self, record: CompileRecord, item: WorkItem, err: BaseException) -> None:
         message = f"{type(err).__name__}: {err}"
@@ -435,7 +407,7 @@ def compile_work_order(work_order: Iterable[WorkItem], backend: str = DEFAULT_BA
     return compiler.snapshot()
 
 
-def optimize_with_jit(module: ModuleOp, backend: str = DEFAULT_BACKEND, *, recipes: Any = None,
+def optimize_with_jit(module: Any, backend: str = DEFAULT_BACKEND, *, recipes: Any = None,
                       decompose: Decompose | None = None, cache: Any = None,
                       **options: Any) -> tuple[OptimizeResult, JitReport]:
     """Sync mode: optimize, compile and adopt the work order, optimize again
@@ -449,27 +421,3 @@ def optimize_with_jit(module: ModuleOp, backend: str = DEFAULT_BACKEND, *, recip
     if not report.adopted:
         return first, report
     return optimize_graph(module, table_context(backend, recipes=recipes, **options)), report
-
-
-@dataclass(frozen=True)
-class FuseJitPass(ModulePass):
-    """`fuse` against the global table, after compiling and adopting its work order."""
-
-    name = "fuse-jit"
-
-    max_ops: int = DEFAULT_MAX_REGION_OPS
-    remarks: bool = False
-    backend: str = DEFAULT_BACKEND
-    launch_ns: float = -1.0
-    gflops: float = -1.0
-    machine: str = "default"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        base = FuseServices(table_context, measured_machine).machine(self.machine)
-        result, report = optimize_with_jit(op, self.backend, max_region_ops=self.max_ops,
-                                           machine=machine_with(self.launch_ns, self.gflops, base))
-        if self.remarks:
-            for line in report.remarks():
-                sys.stderr.write(line + "\n")
-            print_remarks(result, sys.stderr)
-        replace_module_body(op, result.module)

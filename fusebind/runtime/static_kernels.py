@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from fusebind.dialect.errors import FusebindError
 from fusebind.lowering.backend import DEFAULT_BACKEND
 from fusebind.runtime.backend import RuntimeBackend, runtime_backend
 from fusebind.lowering import ObjectCache, build_object, emit_linalg, kernel_signature
@@ -140,7 +141,7 @@ class StaticKernels:
 
         try:
             module = parse_module(op_text(req))
-        except Exception as exc:
+        except FusebindError as exc:  # the request names no valid op signature (IRParseError / IRVerifyError)
             raise StaticKernelError(f"Static({req.op}) has no kernel for dtypes {req.dtypes} rank {req.rank} "
                                     f"attrs {dict(req.attrs)}: {exc}") from None
         op = next(iter(next(iter(module.ops)).body.blocks[0].ops))
@@ -176,11 +177,11 @@ class StaticKernels:
         if len(missing) < 2:
             return  # nothing to share; kernel_for builds (or loads) one by one
         from fusebind.lowering.codegen import compile_llvm_ir
-        from fusebind.lowering.passes import _merge
+        from fusebind.lowering.passes import merge_modules
         from fusebind.lowering.pipeline import run_upstream_pipeline, translate_to_llvm_ir
 
         # one module; the fastmath definitions the kernels share appear once (lowering's merge)
-        text = _merge([emitted[r].text for r in missing])
+        text = merge_modules([emitted[r].text for r in missing])
         llvm_ir = translate_to_llvm_ir(run_upstream_pipeline(text))
         for r in missing:
             code = compile_llvm_ir(llvm_ir, emitted[r].entry)
