@@ -110,7 +110,20 @@ def print_remarks(result: OptimizeResult, stream: TextIO) -> None:
 
 
 @dataclass(frozen=True)
-class FusePass(ModulePass):
+class FusionOptions:
+    """The options `fuse` and `fuse-jit` share: region size, remarks, backend, and the machine model
+    (`machine=default|measured`, with `launch_ns` / `gflops` overrides when >= 0)."""
+
+    max_ops: int = DEFAULT_MAX_REGION_OPS
+    remarks: bool = False
+    backend: str = DEFAULT_BACKEND
+    launch_ns: float = -1.0
+    gflops: float = -1.0
+    machine: str = "default"
+
+
+@dataclass(frozen=True)
+class FusePass(FusionOptions, ModulePass):
     """Capability-gated, cost-based fusion (see `fusebind.compiler.optimize`).
 
     Not registered here: `fusebind.tools.passes` registers the subclass whose
@@ -122,12 +135,6 @@ class FusePass(ModulePass):
     services: ClassVar[FuseServices] = FuseServices()
 
     gate: str = "table"
-    max_ops: int = DEFAULT_MAX_REGION_OPS
-    remarks: bool = False
-    backend: str = DEFAULT_BACKEND
-    launch_ns: float = -1.0
-    gflops: float = -1.0
-    machine: str = "default"
 
     def context(self) -> OptimizationContext:
         """The context this pass instance optimizes with."""

@@ -1,8 +1,10 @@
 """Every built-in pass of `fusebind-opt`, assembled by the one room that may import them all.
 
-The compiler, lowering and the runtime list their passes as data
+The compiler and lowering list their passes as data
 (`<room>.opt_passes.PASSES`); none of them imports a room above it or names
-one in a string. `install_builtin_passes(registry)` gives those lists to a
+one in a string. `fuse-jit` (optimize, compile the work order into the
+current session's table, optimize again) is defined here: it is an xDSL pass
+over the runtime's JIT loop, and the runtime holds no passes. `install_builtin_passes(registry)` gives those lists to a
 `PassRegistry` as providers (a room is imported on the registry's first
 use, as before), and `fuse` is registered here, served with what only the
 runtime has (`fusion_passes.FuseServices`):
@@ -15,18 +17,22 @@ Both import the runtime when first asked, so `fuse{gate=all}` runs without it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from fusebind.compiler import fusion_passes
 from fusebind.compiler.context import OptimizationContext
 from fusebind.compiler.cost import MachineModel
+from fusebind.compiler.fusion_passes import machine_with, print_remarks, replace_module_body
 from fusebind.compiler.passes import DEFAULT_REGISTRY, PassRegistry
 
-__all__ = ["BUILTIN_PROVIDERS", "FusePass", "SERVICES", "install_builtin_passes", "measured_machine",
+__all__ = ["BUILTIN_PROVIDERS", "FuseJitPass", "FusePass", "SERVICES", "install_builtin_passes", "measured_machine",
            "table_context"]
 
 
@@ -56,6 +62,25 @@ class FusePass(fusion_passes.FusePass):
     services = SERVICES
 
 
+@dataclass(frozen=True)
+class FuseJitPass(fusion_passes.FusionOptions, ModulePass):
+    """`fuse` against the current session's table, after compiling and adopting its work order."""
+
+    name = "fuse-jit"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        base = SERVICES.machine(self.machine)
+        from fusebind.runtime.jit import optimize_with_jit
+
+        result, report = optimize_with_jit(op, self.backend, max_region_ops=self.max_ops,
+                                           machine=machine_with(self.launch_ns, self.gflops, base))
+        if self.remarks:
+            for line in report.remarks():
+                sys.stderr.write(line + "\n")
+            print_remarks(result, sys.stderr)
+        replace_module_body(op, result.module)
+
+
 def _compiler_passes() -> Sequence[type[ModulePass]]:
     from fusebind.compiler import opt_passes
 
@@ -69,16 +94,14 @@ def _lowering_passes() -> Sequence[type[ModulePass]]:
 
 
 def _runtime_passes() -> Sequence[type[ModulePass]]:
-    from fusebind.runtime import opt_passes
-
-    return opt_passes.PASSES
+    return (FuseJitPass,)
 
 
 #: (label for warnings, provider), in registration order.
 BUILTIN_PROVIDERS = (
     ("fusebind.compiler.opt_passes", _compiler_passes),
     ("fusebind.lowering.opt_passes", _lowering_passes),
-    ("fusebind.runtime.opt_passes", _runtime_passes),
+    ("fusebind.tools.passes (fuse-jit)", _runtime_passes),
 )
 
 

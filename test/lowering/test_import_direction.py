@@ -429,7 +429,7 @@ EW = decompose_region(next(op for op in ew.walk() if op.name == 'fused.region'),
     ("runtime", """
 import numpy as np
 from fusebind.runtime.dtypes import descriptor_for
-from fusebind.runtime.jit import FuseJitPass, table_context
+from fusebind.runtime.jit import optimize_with_jit, table_context
 from fusebind.runtime.kernel import Kernel
 from fusebind.compiler import optimize_graph
 kernel = Kernel.from_decomposition(EW)
@@ -438,8 +438,8 @@ a = np.linspace(-1, 1, 64, dtype=np.float32); out = np.empty_like(a)
 kernel(descriptor_for(a), descriptor_for(a), descriptor_for(out))
 assert np.allclose(out, np.exp(a * a), rtol=1e-6)
 assert optimize_graph(parse_module(CHAIN), table_context()).work_order
-module = parse_module(CHAIN)
-FuseJitPass().apply(None, module)
+result, jit_report = optimize_with_jit(parse_module(CHAIN))
+assert jit_report.adopted and "fused.region" in str(result.module)
 """),
     ("api", """
 import numpy as np
