@@ -15,7 +15,8 @@ from typing import Any, Sequence
 
 from fusebind.compiler.inline import InlineResult, inline_region  # noqa: F401 - re-exported: arm 0
 from fusebind.lowering.abi import DType, KernelSignature
-from fusebind.lowering.build import build_object, default_fastmath
+from fusebind.lowering.backend import DEFAULT_BACKEND, backend_named
+from fusebind.lowering.build import build_object
 from fusebind.lowering.cache import ObjectCache
 from fusebind.lowering.emit import EmittedKernel, TensorSpec, emit_linalg, element_name
 from fusebind.lowering.errors import LoweringError
@@ -67,13 +68,15 @@ def _symbol_for(region: Any) -> str:
 
 
 def decompose_region(region: Any, dtypes: Sequence[Any] | None = None, *, machine: Any = None,
-                     cache: ObjectCache | None = None, dynamic: bool = False) -> Decomposition:
+                     cache: ObjectCache | None = None, dynamic: bool = False,
+                     backend: str = DEFAULT_BACKEND) -> Decomposition:
     """Lower a `fused.region` to (Layer-1 cost, object code, symbol, signature).
 
     dtypes: the binding-row dtype tuple (inputs then outputs, `DType` or names);
     it must match the region's types. `machine` defaults to
     `MachineModel.default()`. With `dynamic=True` every dim is dynamic (one
-    kernel per dtypes and ranks). Raises `LoweringError`.
+    kernel per dtypes and ranks). `backend` (a registered backend's name) gives
+    the fast-math choice and the cache key's target facts. Raises `LoweringError`.
     """
     from fusebind.compiler.cost import MachineModel, compose_region_cost
     from fusebind.compiler.recipes import RecipeError, canonical_recipe
@@ -85,7 +88,8 @@ def decompose_region(region: Any, dtypes: Sequence[Any] | None = None, *, machin
         raise LoweringError("emit", f"{region.name}: dtypes {_dtype_names(dtypes)} do not match the region's "
                             f"types {actual} (inputs then outputs); pass the region's own dtypes")
     cost = compose_region_cost(region, machine or MachineModel.default())
-    fm = default_fastmath()
+    target = backend_named(backend)
+    fm = target.fastmath()
     emitted = emit_linalg(region, _symbol_for(region), dynamic=dynamic,
                           fastmath=fm[0] if fm else None, fastmath_defs=fm[1] if fm else None)
     t1 = time.perf_counter()
@@ -95,7 +99,7 @@ def decompose_region(region: Any, dtypes: Sequence[Any] | None = None, *, machin
         recipe = ""
     shapes = [list(s.shape) for s in (*emitted.inputs, *emitted.outputs)]
     built = build_object(emitted, cache=cache, key_parts={"recipe": recipe, "dtypes": actual, "shapes": shapes,
-                                                          "dynamic": dynamic})
+                                                          "dynamic": dynamic}, backend=target)
     timings = {"emit": t1 - t0, **built.timings}
     return Decomposition(cost, built.object_code, built.symbol, kernel_signature(emitted.inputs, emitted.outputs),
                          emitted, built.from_cache, timings)

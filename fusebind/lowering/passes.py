@@ -51,7 +51,7 @@ def _kernel_texts(module: ModuleOp, dynamic: bool, fastmath: bool, rowwise: bool
     return [emit_linalg(f, f"fb_{f.properties['sym_name'].data}", **kw) for f in funcs]
 
 
-def _merge(texts: list[str]) -> str:
+def merge_modules(texts: list[str]) -> str:
     """One module from several emitted ones; shared private fastmath funcs appear once."""
     seen: set[str] = set()
     parts: list[str] = []
@@ -111,7 +111,7 @@ class LowerToLinalgPass(ModulePass):
         from xdsl.dialects import get_all_dialects
         from xdsl.parser import Parser
 
-        text = _merge([k.text for k in _kernel_texts(op, self.dynamic, self.fastmath, self.rowwise,
+        text = merge_modules([k.text for k in _kernel_texts(op, self.dynamic, self.fastmath, self.rowwise,
                                                       xdsl_readable=True)])
         upstream = Context()
         for name, factory in get_all_dialects().items():
@@ -135,7 +135,7 @@ class LowerToLlvmPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from fusebind.lowering.pipeline import lower_to_llvm_ir
 
-        text = _merge([k.text for k in _kernel_texts(op, self.dynamic, self.fastmath)])
+        text = merge_modules([k.text for k in _kernel_texts(op, self.dynamic, self.fastmath)])
         try:
             llvm_ir = lower_to_llvm_ir(text)
         except LoweringError as exc:

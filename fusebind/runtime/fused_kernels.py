@@ -353,12 +353,7 @@ def register_runtime_kernel(
     region here to check the kernel against: `compile_one` declines a row
     whose ranks or shape caps do not fit the region it is asked for."""
     fused_id = _check_runtime_id(fused_id, "register_runtime_kernel")
-    caps_set = _parse_caps(caps) | compiled_shape_caps(kernel)
-    dtypes_t = parse_dtypes(dtypes)
-    backend = parse_backend(backend)
-    key = BindingKey.runtime_fused(fused_id)
-    (session or default_session()).extend_bindings(
-        lambda b: _bind_idempotent(b, key, dtypes_t, backend, kernel, cost, caps_set))
+    _bind_one(BindingKey.runtime_fused(fused_id), dtypes, backend, kernel, cost, caps, session)
 
 
 def bind_catalog_kernel(
@@ -384,13 +379,20 @@ def bind_catalog_kernel(
     if op is None:
         raise InvalidFusedOpId(f"bind_catalog_kernel: no built-in fused op has id {fused_id}; see "
                                "fusebind.compiler.catalog.CATALOG for the ids")
+    key = BindingKey.static(op)
+    _bind_one(key, dtypes, backend, kernel, cost, caps, session)
+    return key
+
+
+def _bind_one(key: BindingKey, dtypes: Iterable[DType | str], backend: str, kernel: Kernel, cost: Cost | None,
+              caps: Iterable[str], session: Session | None) -> None:
+    """The binder without a recipe step: checked dtypes, backend and caps (plus those the kernel's
+    compiled shapes imply), then one idempotent row in one writer critical section."""
     caps_set = _parse_caps(caps) | compiled_shape_caps(kernel)
     dtypes_t = parse_dtypes(dtypes)
     backend = parse_backend(backend)
-    key = BindingKey.static(op)
     (session or default_session()).extend_bindings(
         lambda b: _bind_idempotent(b, key, dtypes_t, backend, kernel, cost, caps_set))
-    return key
 
 
 def _key_for(fused_id: int) -> BindingKey | None:
