@@ -86,7 +86,8 @@ def _register(cls: type[PrimOp], source: str | None, builtin: bool) -> type[Prim
         if known[0] is cls:
             return cls
         raise OpRegistrationError(
-            f"register_op: op name '{name}' is already registered by {known[1]}; the registry is append-only, "
+            f"register_op: op name '{name}' is already registered by {known[1] or _describe(known[0])}; "
+            "the registry is append-only, "
             f"so {_describe(cls)} cannot take it; give the new op another name")
     if builtin:
         kind = cls.KIND
@@ -106,7 +107,8 @@ def _register(cls: type[PrimOp], source: str | None, builtin: bool) -> type[Prim
         raise OpRegistrationError(
             f"register_op: {cls.__qualname__} declares no DTYPES; set DTYPES = frozenset({{'f32', 'f64'}}) "
             "(the element types it accepts)")
-    _BY_NAME[name] = (cls, source or _describe(cls))
+    # a built-in's source is described only when a clash names it (inspect parses the file: ~14 ms an op)
+    _BY_NAME[name] = (cls, source or (None if builtin else _describe(cls)))
     _BY_KIND[kind] = cls
     if not builtin:
         _USER.append(cls)
