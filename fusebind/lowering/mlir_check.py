@@ -23,7 +23,7 @@ def check(text: str) -> tuple[bool, str]:
     try:
         try:
             module = ir.Module.parse(text, ctx)
-        except Exception as exc:
+        except (ir.MLIRError, ValueError) as exc:  # what MLIR raises for text it cannot read
             return False, "\n".join([str(exc), *diagnostics])
         if not module.operation.verify():
             return False, "\n".join(["verifier failed", *diagnostics])

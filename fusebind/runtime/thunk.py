@@ -259,7 +259,7 @@ def thunk_for(signature: KernelSignature) -> CallThunk:
             try:
                 code = _thunk_object(signature)
                 loaded = load_object(code, "fb_thunk")
-            except Exception as exc:
+            except FusebindError as exc:  # LoweringError (codegen), ObjectLoadError (linking)
                 raise ThunkUnavailable(f"could not build the call thunk for {signature}: "
                                        f"{type(exc).__name__}: {exc}") from exc
             mdef = _MethodDef(b"fusebind_kernel_call", loaded.address, _METH_FASTCALL,
