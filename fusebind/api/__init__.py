@@ -15,12 +15,13 @@ from fusebind.api.errors import (
     IntegerPowerError, NumpyMismatchError, TraceError, UnsupportedOperation,
 )
 from fusebind.api.jit import JitFunction, jit
+from fusebind.dialect.errors import IndexOutOfBounds
 from fusebind.api.ops import OpRegistrationError, register_op
 
 #: the names that are not array functions (those come from functions.__all__)
 _NAMED = [
     "ArgumentError", "CompiledFunction", "ConstantArray", "EntryError", "FusebindAxisError", "FusebindError",
-    "FusebindIndexError", "FusebindOverflowError", "FusebindValueError", "IntegerPowerError",
+    "FusebindIndexError", "FusebindOverflowError", "FusebindValueError", "IndexOutOfBounds", "IntegerPowerError",
     "NumpyMismatchError", "JitFunction", "OpRegistrationError", "TraceError", "UnsupportedOperation", "compile",
     "constant", "jit", "register_op",
 ]

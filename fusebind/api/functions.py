@@ -27,7 +27,7 @@ import numpy as np
 
 from fusebind.api.errors import UnsupportedOperation
 from fusebind.api import numpy_kernels as K
-from fusebind.api import numpy_ufuncs
+from fusebind.api import numpy_creation, numpy_ufuncs
 from fusebind.api.ops import op_function
 from fusebind.api.tracer import Tracer
 from fusebind.compiler.catalog import gelu_tanh
@@ -45,6 +45,14 @@ GENERATED: dict[str, Any] = {cls.API_NAME: op_function(cls) for cls in registere
                              if cls.API_NAME and "." not in cls.KIND}
 globals().update(GENERATED)
 exp, log, sqrt, tanh = GENERATED["exp"], GENERATED["log"], GENERATED["sqrt"], GENERATED["tanh"]  # used below
+
+#: numpy's functions under their numpy names (fb.arange, fb.take_along_axis, ...), composites too, listed
+#: once here: creation (numpy_creation) and the gathers, which are numpy's function (on traced arrays, its
+#: dispatch to numpy_gathers); outside a traced function each is numpy's own answer
+NUMPY_NAMED: dict[str, Any] = {n: getattr(numpy_creation, n) for n in numpy_creation.NAMES}
+NUMPY_NAMED.update({n: getattr(np, n) for n in ("take_along_axis", "choose", "pad")})
+COMPOSITES.update({n: f"numpy.{n}" for n in NUMPY_NAMED})
+globals().update(NUMPY_NAMED)
 
 __all__ = sorted([*GENERATED, *COMPOSITES])
 

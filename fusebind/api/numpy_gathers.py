@@ -10,6 +10,10 @@ above GATHER_LIMIT). Positions must be known when tracing: a traced shift,
 repeat count or index is refused.
 
 Implementations take the probe first (maybe None), then the numpy function's arguments.
+np.take_along_axis, np.choose and np.pad work the same way on constant
+indices; a traced index is refused (its range cannot be checked in a
+kernel yet, and an out-of-range index must raise, not give a value).
+
 Must not: gather by traced positions (there is no gather op).
 """
 
@@ -225,3 +229,97 @@ def diag(p: Probe | None, v: Any, k: int = 0) -> Tracer:
     idx[rows, cols] = i
     picked = K.take(x, 0, idx, "numpy.diag")  # -1: the lowest value, replaced by 0 below
     return K.select(K.constant(graph, idx >= 0, np.bool_), picked, K.like(x, 0))
+
+
+# ---------------------------------------------------------------- take_along_axis, choose, pad
+_TRACED_INDEX = ("{what} with traced indices: fusebind cannot check their range inside a kernel yet, and an "
+                 "out-of-range index must raise IndexError rather than give a value; pass the indices as a "
+                 "constant (a numpy array), or select with a one-hot compare: np.sum(np.where(idx[..., None] == "
+                 "np.arange(n), x[..., None, :], 0), axis=-1)")
+
+
+def _constant_index(graph: Graph, idx: Any, what: str) -> np.ndarray:
+    if isinstance(idx, Tracer):
+        raise unsupported(graph, _TRACED_INDEX.format(what=what))
+    return np.asarray(idx)
+
+
+def take_along_axis(p: Probe | None, arr: Any, indices: Any, axis: Any = -1) -> Tracer:
+    """numpy's positions of np.arange(size) (its broadcasting, negative indices and
+    IndexError), then one gather of the flattened array."""
+    graph = K.graph_of(arr, indices)
+    idx = _constant_index(graph, indices, "numpy.take_along_axis")
+    x = tracer(graph, arr)
+    pos = _positions(graph, lambda: np.take_along_axis(np.arange(x.size).reshape(x.shape), idx, axis),
+                     "numpy.take_along_axis")
+    return K.take(K.reshape(x, (x.size,)), 0, pos, "numpy.take_along_axis")
+
+
+def choose(p: Probe | None, a: Any, choices: Any, out: Any = None, mode: str = "raise") -> Tracer:
+    """One select per choice, on the chooser normalized by numpy (its modes and errors)."""
+    graph = K.graph_of(a, choices)
+    if out is not None:
+        raise unsupported(graph, "numpy.choose(..., out=...) cannot write into an array inside a traced function")
+    idx = _constant_index(graph, a, "numpy.choose")
+    if isinstance(choices, Tracer):
+        choices = [choices[i] for i in range(choices.shape[0])]
+    n = len(choices)
+    which = _positions(graph, lambda: np.choose(idx, [np.full(1, i) for i in range(n)], mode=mode), "numpy.choose")
+    dt = np.asarray(p.result).dtype if p is not None else np.result_type(*choices)
+    cs = [K.cast(tracer(graph, c), dt) for c in choices]
+    shape = K.check_broadcast(graph, idx.shape, *(c.shape for c in cs))
+    result = K.broadcast_to(cs[0], shape)
+    for i in range(1, n):
+        hit = np.broadcast_to(which == i, shape)
+        if hit.any():
+            result = K.select(K.constant(graph, hit, np.bool_), K.broadcast_to(cs[i], shape), result)
+    return result
+
+
+_PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap", "empty")
+
+
+def pad(p: Probe | None, array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Tracer:
+    """Axis by axis, as numpy pads: each axis a gather at np.pad(np.arange(n), ...)'s positions
+    (edge / reflect / symmetric / wrap); constant fills the padded positions with its value for
+    that side (later axes write the corners, as numpy's do)."""
+    graph = K.graph_of(array, pad_width, kwargs)
+    if not isinstance(mode, str) or mode not in _PAD_MODES:
+        raise unsupported(graph, f"numpy.pad mode={mode!r} is not supported on traced arrays; fusebind has "
+                                 f"{', '.join(_PAD_MODES)}")
+    if K.graph_of(pad_width, kwargs) is not None:
+        raise unsupported(graph, "numpy.pad: pad widths and constant values must be known when tracing (Python "
+                                 "numbers or numpy arrays)")
+    if kwargs.get("reflect_type", "even") != "even":
+        raise unsupported(graph, "numpy.pad reflect_type='odd' is not supported on traced arrays (it computes "
+                                 "values); pad with reflect_type='even' and write the odd form with operators")
+    x = tracer(graph, array)
+    widths = _positions(graph, lambda: np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (x.ndim, 2)),
+                        "numpy.pad")
+    if (widths < 0).any():
+        raise value_error(graph, "index can't contain negative values")
+    values = None
+    if mode == "constant":
+        values = _positions(graph, lambda: np.broadcast_to(np.asarray(kwargs.get("constant_values", 0)),
+                                                           (x.ndim, 2)), "numpy.pad")
+        values = values.astype(x.dtype)  # numpy assigns into the padded array: an unsafe cast
+    for ax in range(x.ndim):
+        before, after = (int(w) for w in widths[ax])
+        if before == after == 0:
+            continue
+        n = x.shape[ax]
+        if mode in ("constant", "empty"):
+            idx = np.concatenate([np.full(before, -1), np.arange(n), np.full(after, -1)])
+        else:
+            idx = _positions(graph, lambda: np.pad(np.arange(n), (before, after), mode=mode), "numpy.pad")
+        x = K.take(x, ax, idx, "numpy.pad")
+        if mode in ("constant", "empty") and x.size:
+            side = np.concatenate([np.zeros(before, np.int64), np.full(n, -1), np.ones(after, np.int64)])
+            fill = values[ax] if values is not None else np.zeros(2, x.dtype)
+            lane = [1] * x.ndim
+            lane[ax] = side.size
+            filled = K.constant(graph, np.where(side >= 0, fill[np.maximum(side, 0)], 0).astype(x.dtype)
+                                .reshape(lane), x.dtype)
+            pad_mask = K.constant(graph, (side >= 0).reshape(lane), np.bool_)
+            x = K.select(K.broadcast_to(pad_mask, x.shape), K.broadcast_to(filled, x.shape), x)
+    return x

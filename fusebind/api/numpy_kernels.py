@@ -23,6 +23,7 @@ import numpy as np
 from fusebind.api.errors import (
     FusebindAxisError, FusebindError, FusebindIndexError, FusebindValueError, UnsupportedOperation,
 )
+from fusebind.dialect.errors import IndexOutOfBounds
 from fusebind.api.tracer import SUPPORTED, Graph, Tracer, cast  # noqa: F401 (cast: re-exported)
 
 #: the largest intermediate a gather by static indices may build (elements): a
@@ -54,7 +55,8 @@ def from_numpy_error(graph: Graph | None, exc: BaseException, what: str) -> Fuse
     if isinstance(exc, np.exceptions.AxisError) or "duplicate value in 'axis'" in str(exc):
         return axis_error(graph, msg)
     if isinstance(exc, IndexError):
-        return FusebindIndexError(prefix(graph) + msg)
+        cls = IndexOutOfBounds if "out of bounds" in str(exc) else FusebindIndexError
+        return cls(prefix(graph) + msg)
     if isinstance(exc, ValueError):
         return value_error(graph, msg)
     return unsupported(graph, msg)

@@ -63,6 +63,12 @@ class FusebindIndexError(FusebindError, IndexError):
     """An index out of range (numpy raises IndexError)."""
 
 
+class IndexOutOfBounds(FusebindIndexError):
+    """An index outside its axis (numpy raises IndexError: "index 5 is out of bounds for axis 0 with
+    size 3"); raised at trace time for a constant index. A subclass of FusebindIndexError, so
+    `except fb.FusebindIndexError` and `except IndexError` both catch it."""
+
+
 class FusebindOverflowError(FusebindError, OverflowError):
     """A Python int does not fit the dtype numpy would convert it to (numpy raises OverflowError)."""
 
