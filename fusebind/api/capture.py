@@ -275,8 +275,10 @@ class Binding:
 def call_key(args: Sequence[Any], names: Callable[[], list[str]], fn_name: str) -> tuple[tuple[Any, ...], list[Any]]:
     """(trace key, explicit arrays) for a call: (shape, dtype) per array
     argument, the Python type per scalar argument (passed as a 0-d array).
-    Raises UnsupportedOperation for arguments that are not arrays (static
-    arguments, nested jit) and ArgumentError for unsupported dtypes."""
+    `args` are the call's pytree leaves (calls.FlatCall), `names` one per leaf.
+    Raises UnsupportedOperation for leaves that are not arrays or scalars (a
+    str that should be static, a traced array outside its trace) and
+    ArgumentError for unsupported dtypes."""
     # the common call, every argument an ndarray of a supported dtype: one pass, no per-kind checks
     fast_key = tuple([(a.shape, a.dtype) for a in args if type(a) is np.ndarray])
     if len(fast_key) == len(args) and all(dt in SUPPORTED for _, dt in fast_key):
@@ -289,11 +291,11 @@ def call_key(args: Sequence[Any], names: Callable[[], list[str]], fn_name: str) 
             key.append(kind)
             arrays.append(scalar_array(a, kind, f"argument '{names()[i]}' (#{i}) of '{fn_name}'"))
             continue
-        if isinstance(a, ArrayMethods):  # a traced array (tracer.Tracer)
+        if isinstance(a, ArrayMethods):  # a traced array (tracer.Tracer) outside its trace (a nested call inlines)
             raise UnsupportedOperation(
-                f"fusebind: the jitted function '{fn_name}' is called on traced arrays inside another jitted "
-                "function (nested jit), which is not supported yet; call its plain Python function instead (its "
-                "`.fn`, or define it without @fb.jit): it is then traced inline")
+                f"fusebind: argument '{names()[i]}' (#{i}) of '{fn_name}' is a traced array kept from a trace that "
+                "has ended (stored from inside a jitted function); pass numpy arrays, or return the value from the "
+                "jitted function")
         if type(a) is np.ndarray:
             arr = a
         elif a is None or isinstance(a, (str, bytes, dict, set)) or callable(a):
@@ -301,12 +303,13 @@ def call_key(args: Sequence[Any], names: Callable[[], list[str]], fn_name: str) 
         else:
             arr = np.asarray(a)
         if arr is None or arr.dtype == object:
+            name = names()[i]
+            param = name.split("[", 1)[0].split(".", 1)[0]
             raise UnsupportedOperation(
-                f"fusebind: argument '{names()[i]}' (#{i}) of '{fn_name}' is "
-                f"{'None' if a is None else 'a ' + type(a).__name__}; static "
-                "(non-array) arguments are not supported yet: a jitted function takes arrays and Python "
-                "scalars. Bind it outside instead, e.g. fb.jit(functools.partial(f, "
-                f"{names()[i]}=...)) or a closure")
+                f"fusebind: argument '{name}' (#{i}) of '{fn_name}' is a {type(a).__name__}; a jitted function "
+                "takes arrays, Python scalars and pytrees of them (tuples, lists, dicts, namedtuples, dataclasses, "
+                f"None). Mark a Python value static, e.g. fb.jit(f, static_argnames=({param!r},)), or bind it "
+                f"outside (functools.partial(f, {param}=...) or a closure)")
         if arr.dtype not in SUPPORTED:
             raise ArgumentError(f"fusebind: argument '{names()[i]}' (#{i}) of '{fn_name}': dtype {arr.dtype} is "
                                 "not supported; use float32, float64, int32, int64 or bool (native byte order)")

@@ -3,11 +3,20 @@
 Owns `JitFunction` (per-signature cache of traced modules and their
 executors, `.mlir`, `.optimized`, `.explain`, `.stats`) and `jit` (the
 decorator, with or without options) and `default_optimizer` (the
-capability-gated `optimize_graph` against the table snapshot). A new input
-signature (shapes and dtypes of arrays, the Python type of scalar
-arguments: capture.call_key) is traced once; later calls with it go
-straight to its executor. A signature may have several traces, one per
-shape/dtype of the arrays the function captures (newest tried first).
+capability-gated `optimize_graph` against the table snapshot). A call is
+bound to the function's signature and flattened (calls.py: keywords,
+defaults, static arguments, pytrees); a new trace key (which parameters
+were given, static values, pytree structures, then per leaf the shape and
+dtype of arrays or the Python type of scalars: capture.call_key) is traced
+once; later calls with it go straight to its executor. A key may have
+several traces, one per shape/dtype of the arrays the function captures
+(newest tried first). A jitted function called while another is traced
+inlines into that trace (`_inline`).
+
+The fast path (`_last`) and the plain route (`_plain`) serve only calls
+whose positional arguments are the leaves (no static, keyword or pytree
+argument) and whose result is an array or a flat tuple: their cost is
+unchanged by the rest.
 
 The executor's arguments are the call's (Python scalars as 0-d arrays),
 then the captured arrays as they are at the call (capture.Binding); on the
@@ -17,16 +26,18 @@ fast path `bind` builds that list and the thunk checks it.
 from __future__ import annotations
 
 import functools
-import inspect
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from fusebind.lowering.backend import DEFAULT_BACKEND
+from fusebind.api.calls import CallSpec, FlatCall
 from fusebind.api.capture import Binding, call_key
 from fusebind.api.errors import UnsupportedOperation
-from fusebind.api.trace import parameter_names, trace_graph
+from fusebind.api.pytree import LEAF, flatten, unflatten
+from fusebind.api.trace import ACTIVE, trace_graph, tracing
 from fusebind.runtime.arms import ArmStats
 from fusebind.runtime.executor import Executor
 
@@ -90,15 +101,43 @@ class JitStats(ArmStats):
         return format_stats("JitStats", {name: getattr(self, name) for name in _STATS_ORDER}, self.profile)
 
 
+#: every JitFunction: a trace clears their fast paths, so one called inside it inlines (see _inline)
+_ALL: "weakref.WeakSet[JitFunction]" = weakref.WeakSet()
+
+
+def _describe_tree(tree: tuple[Any, ...]) -> str:
+    tag = tree[0]
+    name = tree[1].__name__ if tag in ("namedtuple", "dict", "dataclass") else tag
+    return f"a {name}"
+
+
+def flat_result(out: Any, fn_name: str, trees: list[Any]) -> Any:
+    """The traced function's result as trace_graph takes it: an array or a flat tuple of
+    arrays is passed as it is (the executor returns it so); any other pytree is
+    flattened to a tuple of its leaves and its structure appended to `trees`."""
+    if out is None or (type(out) in (tuple, list) and not out):
+        return out  # trace_graph says what to return instead
+    leaves, tree, _ = flatten(out, "")
+    if tree is LEAF or tree[0] == "tuple" and len(leaves) >= 2 and all(t is LEAF for t in tree[1]):
+        return out
+    if not leaves:
+        raise UnsupportedOperation(f"fusebind: '{fn_name}' returned {_describe_tree(tree)} with no array in it; a "
+                                   "jitted function must return at least one array")
+    trees.append(tree)
+    return tuple(leaves)
+
+
 class JitFunction:
     """A traced, optimized, compiled version of `fn` (see `fusebind.jit`)."""
 
-    def __init__(self, fn: Callable[..., Any], *, background: bool = False, verify: bool = False,
+    def __init__(self, fn: Callable[..., Any], *, static_argnums: Any = (), static_argnames: Any = (),
+                 background: bool = False, verify: bool = False,
                  verify_action: str = "raise", backend: str = DEFAULT_BACKEND, threads: int | None = None,
                  cache: Any = None, before_compile: Callable[[str], None] | None = None,
                  machine: Any = None, profile: bool = False) -> None:
         self.fn = fn
         self.name = getattr(fn, "__name__", "fn")
+        self._spec = CallSpec(fn, self.name, static_argnums, static_argnames)
         self._options = dict(background=background, verify=verify, verify_action=verify_action, backend=backend,
                              threads=threads, cache=cache, before_compile=before_compile, machine=machine,
                              profile=profile)
@@ -113,6 +152,7 @@ class JitFunction:
         self._last: tuple[Any, Any, Any] = (None, None, None)
         self._traces = 0
         functools.update_wrapper(self, fn)
+        _ALL.add(self)
 
     # ------------------------------------------------------------------ calls
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
@@ -126,7 +166,13 @@ class JitFunction:
         Python scalar arguments are weak, as in numpy (NEP 50): `f(x32, 2)`
         computes in float32; their type (bool/int/float) is part of the trace
         key, their value is not. Arrays the function captures (closure
-        variables, globals) are read at every call; see `fb.constant`."""
+        variables, globals) are read at every call; see `fb.constant`.
+
+        Keyword arguments bind as in Python; a parameter not given keeps its
+        default as a Python value. Arguments may be pytrees (tuples, lists,
+        dicts, namedtuples, dataclasses, None) of arrays and scalars, and so
+        may the result (the same structure with numpy arrays; dicts with
+        sorted keys). out= only for an array or flat tuple result."""
         # Fast path: one fused kernel, whose thunk checks every argument itself
         # (exact ndarray, dtype, shape, contiguity) and declines (runtime FastPath.call).
         # With scalar arguments or captured arrays, `bind` first makes the kernel's
@@ -138,19 +184,11 @@ class JitFunction:
                 result = call(full, out)
                 if result is not None:
                     return result
-        if kwargs:
-            try:
-                params = ", ".join(inspect.signature(self.fn).parameters)
-            except (TypeError, ValueError):
-                params = "see its definition"
-            raise UnsupportedOperation(
-                f"fusebind: '{self.name}' was called with keyword argument{'s' if len(kwargs) > 1 else ''} "
-                f"{', '.join(kwargs)}; keyword arguments of jitted functions are not supported yet: pass every "
-                f"argument positionally, in the order of the parameters ({params})")
         # A signature traced before with plain arguments (arrays only: no scalars, captures or
         # checks) goes straight to its executor, as before scalars and captures existed.
+        # (Not while tracing: a nested jitted function inlines into the trace, see _inline.)
         plain = self._plain
-        if plain:
+        if plain and not kwargs and not ACTIVE[0]:
             sig = tuple([(a.shape, a.dtype) for a in args if type(a) is np.ndarray])
             ex = plain.get(sig) if len(sig) == len(args) else None
             if ex is not None:
@@ -158,71 +196,110 @@ class JitFunction:
                 fast = ex.fast
                 self._last = (None if fast is None else fast.call, None, fast)
                 return result
-        binding, ex, full = self._entry(args)
+        if ACTIVE[0] and tracing():
+            return self._inline(args, kwargs, out)
+        flat = self._spec.flat(args, kwargs)
+        simple = not kwargs and flat.simple(args) and not self._spec.static
+        binding, ex, full, out_tree = self._entry(flat, simple)
+        if out_tree is not None and out is not None:
+            raise UnsupportedOperation(f"fusebind: '{self.name}' returns a pytree ({_describe_tree(out_tree)}); "
+                                       "out= is supported only for an array or a flat tuple of arrays: call it "
+                                       "without out= and copy the results")
         result = ex.run_signature(tuple((a.shape, a.dtype) for a in full), full, out)
-        fast = ex.fast
-        self._last = (None if fast is None else fast.call, binding.bind, fast)
+        if out_tree is not None:
+            self._last = (None, None, None)
+            return unflatten(out_tree, [result] if type(result) is not tuple else result)
+        if simple:
+            fast = ex.fast
+            self._last = (None if fast is None else fast.call, binding.bind, fast)
+        else:  # the kernel's arguments are not the call's: no fast path
+            self._last = (None, None, None)
         return result
+
+    def _inline(self, args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
+        """Called while this thread traces another function (nested jit): `fn` is traced inline
+        into that trace, as JAX does (no nested executor; its statics need no key)."""
+        if out is not None:
+            raise UnsupportedOperation(f"fusebind: the jitted function '{self.name}' is called with out= inside "
+                                       "another jitted function, where it is inlined: return its result instead")
+        self._spec.flat(args, kwargs)  # the checks of a top-level call (its signature, hashable statics)
+        return self.fn(*args, **kwargs)
 
     @property
     def _fast(self) -> Any:
         """The FastPath of the last plan run (see Executor.__call__), or None."""
         return self._last[2]
 
-    def _entry(self, args: Sequence[Any]) -> tuple[Binding, Executor, list[np.ndarray]]:
-        """The trace (binding, executor) for these arguments and the executor's argument list
-        (explicit arrays, scalars as 0-d arrays, captured arrays); traced when
-        no earlier trace fits (a new key, or a captured array whose shape or
-        dtype changed). Runs the trace's call-time checks."""
-        key, arrays = call_key(args, lambda: parameter_names(self.fn, len(args)), self.name)
-        for binding, ex in self._entries.get(key, ()):
+    def _entry(self, flat: FlatCall, simple: bool = False) -> tuple[Binding, Executor, list[np.ndarray], Any]:
+        """The trace (binding, executor) for this call, the executor's argument list
+        (explicit leaves, scalars as 0-d arrays, captured arrays) and the
+        output's pytree structure (None: an array or a flat tuple of arrays, as
+        the executor returns them); traced when no earlier trace fits (a new
+        key, or a captured array whose shape or dtype changed). Runs the
+        trace's call-time checks. `simple`: the call's arguments are its leaves
+        (then a plain trace is also found by the plain route)."""
+        leaves, names = flat.leaves, flat.names
+        leaf_key, arrays = call_key(leaves, lambda: names, self.name)
+        key = (flat.key, leaf_key)
+        for binding, ex, out_tree in self._entries.get(key, ()):
             hidden = binding.hidden()
             if hidden is not None:
                 for check in binding.checks:
-                    check(args)
-                return binding, ex, arrays + hidden
-        names = parameter_names(self.fn, len(args))
-        kinds = [k if isinstance(k, type) else None for k in key]
-        module, graph = trace_graph(self.fn, arrays, names, self.name, kinds)
+                    check(leaves)
+                return binding, ex, arrays + hidden, out_tree
+        kinds = [k if isinstance(k, type) else None for k in leaf_key]
+        trees: list[Any] = []
+
+        def call(*tracers: Any) -> Any:
+            args, kwargs = flat.rebuild(tracers)
+            return flat_result(self.fn(*args, **kwargs), self.name, trees)
+
+        for other in list(_ALL):  # a jitted function called in this trace must not take its fast path
+            other._last = (None, None, None)
+        module, graph = trace_graph(self.fn, arrays, names, self.name, kinds, call=call)
+        out_tree = trees[0] if trees else None
         self._traces += 1
         captures = [cap for cap, _ in graph.captures.values()]  # in hidden-argument order
-        binding = Binding(len(args), [(i, k, f"argument '{names[i]}' (#{i}) of '{self.name}'")
-                                      for i, k in enumerate(kinds) if k is not None], graph.checks, captures)
+        binding = Binding(len(leaves), [(i, k, f"argument '{names[i]}' (#{i}) of '{self.name}'")
+                                        for i, k in enumerate(kinds) if k is not None], graph.checks, captures)
         ex = Executor(module, self.name, name=self.name, optimize=default_optimizer(self._options["backend"]),
                       arg_names=names + [f"{cap.name} (captured)" for cap in captures], **self._options)
-        self._entries.setdefault(key, []).insert(0, (binding, ex))  # the newest trace is tried first
-        if binding.plain:
-            self._plain[key] = ex
+        self._entries.setdefault(key, []).insert(0, (binding, ex, out_tree))  # the newest trace is tried first
+        if binding.plain and out_tree is None and simple:
+            self._plain[leaf_key] = ex
         self._executors[(key, len(self._executors))] = ex
         for check in binding.checks:
-            check(args)
+            check(leaves)
         hidden = binding.hidden()
         if hidden is None:  # the captured value changed while tracing: use what was traced
             hidden = [cap.convert(cap.obj) if cap.convert is not None else cap.obj for cap in captures]
-        return binding, ex, arrays + hidden
+        return binding, ex, arrays + hidden, out_tree
 
-    def executor(self, *args: Any) -> Executor:
+    def _flat(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Binding, Executor, list[np.ndarray], Any]:
+        return self._entry(self._spec.flat(args, kwargs))
+
+    def executor(self, *args: Any, **kwargs: Any) -> Executor:
         """The executor for arguments like these (traced on first use)."""
-        return self._entry(args)[1]
+        return self._flat(args, kwargs)[1]
 
     # ------------------------------------------------------------------ inspection
-    def mlir(self, *args: Any) -> str:
+    def mlir(self, *args: Any, **kwargs: Any) -> str:
         """The traced module (prim ops) for arguments like these."""
         from fusebind.dialect import print_module
 
-        return print_module(self.executor(*args).module)
+        return print_module(self.executor(*args, **kwargs).module)
 
-    def optimized(self, *args: Any) -> str:
+    def optimized(self, *args: Any, **kwargs: Any) -> str:
         """The module after fusion against the current table (text)."""
         from fusebind.dialect import print_module
 
-        _, ex, full = self._entry(args)
+        _, ex, full, _ = self._flat(args, kwargs)
         ex.plan_for(full)
         return print_module(ex.optimized_module)
 
-    def explain(self, *args: Any) -> str:
+    def explain(self, *args: Any, **kwargs: Any) -> str:
         """Regions, ids, costs, chosen arms and gate decisions, for a person."""
-        _, ex, full = self._entry(args)
+        _, ex, full, _ = self._flat(args, kwargs)
         return ex.explain(full)
 
     def wait_compiled(self, timeout: float | None = None) -> bool:
@@ -254,8 +331,14 @@ class JitFunction:
 
 
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
-    """`@fb.jit` or `@fb.jit(background=True, verify=False, backend="cpu", threads=None, machine=None,
-    profile=False)`.
+    """`@fb.jit` or `@fb.jit(static_argnums=(), static_argnames=(), background=True, verify=False,
+    backend="cpu", threads=None, machine=None, profile=False)`.
+
+    static_argnums / static_argnames: parameters (positions, names) whose
+    Python values specialize the trace, as in JAX: axis numbers, flags,
+    modes. Each distinct value (by hash and equality, and its type) is its
+    own trace, so a static value must be hashable (a tuple, not a list).
+    Other arguments are arrays, Python scalars or pytrees of them.
 
     machine: the Layer-1 machine model fusion and arm choice are priced with:
     None (`FUSEBIND_MACHINE`, else this machine's measured model, calibrated

@@ -20,6 +20,7 @@ kernels.
 from __future__ import annotations
 
 import inspect
+import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -45,6 +46,18 @@ NUMPY.install(
 )
 
 
+#: how many traces this thread is inside (`tracing()`): a jitted function called then inlines
+_STATE = threading.local()
+#: [traces in progress in any thread]: one cheap read on jit's plain route before the per-thread one
+ACTIVE = [0]
+_ACTIVE_LOCK = threading.Lock()
+
+
+def tracing() -> bool:
+    """True while this thread is tracing a function (a nested fb.jit call then inlines into it)."""
+    return ACTIVE[0] > 0 and getattr(_STATE, "depth", 0) > 0
+
+
 def describe_args(names: Sequence[str], arrays: Sequence[np.ndarray], kinds: Sequence[type | None] = ()) -> str:
     """`'x' (#0) float32[4,8], 's' (#1) int` (a Python scalar argument shows its Python type)."""
     def one(i: int, a: np.ndarray) -> str:
@@ -60,11 +73,13 @@ def trace(fn: Callable[..., Any], arrays: Sequence[np.ndarray], names: Sequence[
 
 
 def trace_graph(fn: Callable[..., Any], arrays: Sequence[np.ndarray], names: Sequence[str], fn_name: str,
-                kinds: Sequence[type | None] = ()) -> tuple[ModuleOp, Graph]:
+                kinds: Sequence[type | None] = (), call: Callable[..., Any] | None = None) -> tuple[ModuleOp, Graph]:
     """`trace`, and the graph: its weak values, call-time checks and captured
     arrays. The function's arguments are `arrays` (kinds[i] not None: a Python
     scalar of that type, passed as a 0-d bool/int64/float64 array and weak),
-    then one hidden argument per captured array, in the order first used."""
+    then one hidden argument per captured array, in the order first used.
+    `call`: what to call on the tracers (default `fn`; jit passes a wrapper
+    that rebuilds pytrees), while captured arrays are looked up in `fn`."""
     graph = Graph(fn_name, "arguments " + describe_args(names, arrays, kinds), fn)
     block = graph.block
     for i, (a, n) in enumerate(zip(arrays, names)):
@@ -74,7 +89,15 @@ def trace_graph(fn: Callable[..., Any], arrays: Sequence[np.ndarray], names: Seq
         if kind is not None:
             graph.weak[arg] = (kind, lambda args, i=i: args[i], n)
     tracers = [Tracer(graph, a) for a in block.args]
-    out = fn(*tracers)
+    _STATE.depth = getattr(_STATE, "depth", 0) + 1
+    with _ACTIVE_LOCK:
+        ACTIVE[0] += 1
+    try:
+        out = (call or fn)(*tracers)
+    finally:
+        with _ACTIVE_LOCK:
+            ACTIVE[0] -= 1
+        _STATE.depth -= 1
     many = isinstance(out, (tuple, list))
     outs = list(out) if many else [out]
     if not outs:

@@ -222,7 +222,8 @@ def test_captured_non_contiguous_view_and_numpy_scalar(object_cache) -> None:
 
 
 # ---------------------------------------------------------------- the call boundary's errors
-def test_returning_none_or_a_pytree_says_what_to_return(object_cache) -> None:
+def test_returning_none_says_what_to_return(object_cache) -> None:
+    # (returning pytrees, keyword arguments, static arguments and nested jit: test_calls.py)
     def forgot(x):
         x + 1
 
@@ -230,41 +231,16 @@ def test_returning_none_or_a_pytree_says_what_to_return(object_cache) -> None:
         _jit(forgot, object_cache)(F32)
     assert str(info.value) == ("fusebind: 'forgot' returned None; a jitted function must return an array or a "
                                "tuple of arrays (is a `return` missing?)")
-    with pytest.raises(fb.UnsupportedOperation) as info:
-        _jit(lambda x: {"y": x + 1}, object_cache)(F32)
-    assert str(info.value) == ("fusebind: '<lambda>' returned a dict; returning pytrees (dicts, nested tuples or "
-                               "lists) is not supported yet: return an array or a flat tuple of arrays")
-    with pytest.raises(fb.UnsupportedOperation) as info:
-        _jit(lambda x: (x, (x, x)), object_cache)(F32)
-    assert str(info.value) == ("fusebind: result #1 of '<lambda>' is a tuple; returning pytrees (dicts, nested "
-                               "tuples or lists) is not supported yet: return an array or a flat tuple of arrays")
 
 
-def test_keyword_static_and_nested_jit_calls_are_refused_clearly(object_cache) -> None:
+def test_a_str_argument_says_to_mark_it_static(object_cache) -> None:
     f = _jit(lambda x, y: x + y, object_cache)
     with pytest.raises(fb.UnsupportedOperation) as info:
-        f(F32, y=F32)
-    assert str(info.value) == ("fusebind: '<lambda>' was called with keyword argument y; keyword arguments of "
-                               "jitted functions are not supported yet: pass every argument positionally, in the "
-                               "order of the parameters (x, y)")
-    with pytest.raises(fb.UnsupportedOperation) as info:
         f(F32, "fast")
-    assert str(info.value) == ("fusebind: argument 'y' (#1) of '<lambda>' is a str; static (non-array) arguments "
-                               "are not supported yet: a jitted function takes arrays and Python scalars. Bind it "
-                               "outside instead, e.g. fb.jit(functools.partial(f, y=...)) or a closure")
-    with pytest.raises(fb.UnsupportedOperation, match=r"argument 'y' \(#1\) of '<lambda>' is None; static"):
-        f(F32, None)
-
-    @fb.jit
-    def inner(a):
-        return a * 2
-
-    with pytest.raises(fb.UnsupportedOperation) as info:
-        _jit(lambda x: inner(x) + 1, object_cache)(F32)
-    assert str(info.value) == ("fusebind: the jitted function 'inner' is called on traced arrays inside another "
-                               "jitted function (nested jit), which is not supported yet; call its plain Python "
-                               "function instead (its `.fn`, or define it without @fb.jit): it is then traced inline")
-    np.testing.assert_array_equal(_jit(lambda x: inner.fn(x) + 1, object_cache)(F32), F32 * 2 + 1)
+    assert str(info.value) == ("fusebind: argument 'y' (#1) of '<lambda>' is a str; a jitted function takes arrays, "
+                               "Python scalars and pytrees of them (tuples, lists, dicts, namedtuples, dataclasses, "
+                               "None). Mark a Python value static, e.g. fb.jit(f, static_argnames=('y',)), or bind "
+                               "it outside (functools.partial(f, y=...) or a closure)")
 
 
 _TWO = """
