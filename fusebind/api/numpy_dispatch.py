@@ -153,6 +153,7 @@ _VALUE_SHAPE = "its result's shape depends on the values, which a trace does not
 _NEEDS_BOOL = ("it returns a Python bool, which needs the values; compare inside (np.all(x == y) is a traced "
                "bool) or outside the jitted function")
 _SOLVER = "fusebind has no linear-algebra solver or decomposition; call it outside the jitted function"
+_WRITES = "writes into its argument in place (and returns None), and traced arrays are immutable"
 _ADVICE: dict[str, str] = {
     **{n: _NO_SCAN for n in ("cumsum", "cumprod", "cumulative_sum", "cumulative_prod", "nancumsum", "nancumprod")},
     **{n: _NO_SORT for n in ("sort", "argsort", "partition", "argpartition", "lexsort", "sort_complex", "median",
@@ -169,6 +170,12 @@ _ADVICE: dict[str, str] = {
     **{n: _SOLVER for n in ("inv", "solve", "det", "slogdet", "eig", "eigh", "eigvals", "eigvalsh", "svd",
                             "svdvals", "cholesky", "qr", "lstsq", "pinv", "matrix_rank", "matrix_power", "cond",
                             "tensorinv", "tensorsolve")},
+    **{n: f"it {_WRITES}; use {how}" for n, how in (
+        ("put_along_axis", "y = fb.put_along_axis(x, indices, values, axis), which returns the new array"),
+        ("put", "y = fb.at(x.ravel())[indices].set(values).reshape(x.shape) (np.put's flat indices, mode='raise')"),
+        ("place", "y = fb.where(mask, v, x) for one value v, or, for a constant mask, fb.at(x)[mask].set(values) "
+                  "(one value per masked element)"),
+        ("putmask", "y = fb.where(mask, values, x) (values broadcast)"))},
     "cross": "write it with products of components, e.g. a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1]",
 }
 
@@ -247,6 +254,9 @@ def attribute(x: Tracer, name: str) -> Any:
         if isinstance(func, np.ufunc):
             return lambda *args, **kwargs: ufunc_call(func, (x, *args), kwargs)
         return lambda *args, **kwargs: call(func, (x, *args), kwargs)
+    if name == "put":
+        raise unsupported(x.graph, f"ndarray.put {_WRITES}; use y = fb.at(x.ravel())[indices].set(values)"
+                                   ".reshape(x.shape)")
     if name in _IN_PLACE:
         raise unsupported(x.graph, f"ndarray.{name} changes the array in place, and traced arrays are immutable; "
                                    "use the numpy function that returns a new array")

@@ -79,7 +79,8 @@ class ArrayMethods:
 
     def __setitem__(self, key: Any, value: Any) -> None:
         raise UnsupportedOperation(f"fusebind: in '{self.graph.fn_name}': traced arrays are immutable (x[...] = v "
-                                   "writes in place); build the new array with fb.where(mask, v, x)")
+                                   "writes in place); build the new array with y = fb.at(x)[...].set(v) (or "
+                                   "fb.at(x)[...].add(v) for x[...] += v; fb.where(mask, v, x) for a traced mask)")
 
     # ------------------------------------------------------------ operators
     # numpy's ufuncs (numpy_ufuncs.binop): Python's answer when both operands are Python scalars.
