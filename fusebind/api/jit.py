@@ -37,7 +37,7 @@ from fusebind.api.calls import CallSpec, FlatCall
 from fusebind.api.capture import Binding, call_key
 from fusebind.api.errors import UnsupportedOperation
 from fusebind.api.pytree import LEAF, flatten, unflatten
-from fusebind.api.trace import ACTIVE, trace_graph, tracing
+from fusebind.api.trace import ACTIVE, inline_into_trace, trace_graph, tracing
 from fusebind.runtime.arms import ArmStats
 from fusebind.runtime.executor import Executor
 
@@ -223,6 +223,7 @@ class JitFunction:
             raise UnsupportedOperation(f"fusebind: the jitted function '{self.name}' is called with out= inside "
                                        "another jitted function, where it is inlined: return its result instead")
         self._spec.flat(args, kwargs)  # the checks of a top-level call (its signature, hashable statics)
+        inline_into_trace(self.fn)
         return self.fn(*args, **kwargs)
 
     @property

@@ -58,6 +58,14 @@ def tracing() -> bool:
     return ACTIVE[0] > 0 and getattr(_STATE, "depth", 0) > 0
 
 
+def inline_into_trace(fn: Callable[..., Any]) -> None:
+    """`fn` (a nested jitted function's) runs inside this thread's innermost trace: the arrays
+    it captures are then found in its closure and globals, and re-read per call."""
+    graph = _STATE.graphs[-1]
+    if all(f is not fn for f in graph.fns):
+        graph.fns.append(fn)
+
+
 def describe_args(names: Sequence[str], arrays: Sequence[np.ndarray], kinds: Sequence[type | None] = ()) -> str:
     """`'x' (#0) float32[4,8], 's' (#1) int` (a Python scalar argument shows its Python type)."""
     def one(i: int, a: np.ndarray) -> str:
@@ -90,6 +98,9 @@ def trace_graph(fn: Callable[..., Any], arrays: Sequence[np.ndarray], names: Seq
             graph.weak[arg] = (kind, lambda args, i=i: args[i], n)
     tracers = [Tracer(graph, a) for a in block.args]
     _STATE.depth = getattr(_STATE, "depth", 0) + 1
+    if not hasattr(_STATE, "graphs"):
+        _STATE.graphs = []
+    _STATE.graphs.append(graph)
     with _ACTIVE_LOCK:
         ACTIVE[0] += 1
     try:
@@ -98,6 +109,7 @@ def trace_graph(fn: Callable[..., Any], arrays: Sequence[np.ndarray], names: Seq
         with _ACTIVE_LOCK:
             ACTIVE[0] -= 1
         _STATE.depth -= 1
+        _STATE.graphs.pop()
     many = isinstance(out, (tuple, list))
     outs = list(out) if many else [out]
     if not outs:

@@ -68,13 +68,16 @@ class Graph:
     Python type, a recipe computing it from the call's arguments and its
     text; `checks`: what the call must verify first (capture.Binding);
     `captures`: arrays read from outside the arguments, by id (one hidden
-    argument each, see `capture_array`); `fn`: the traced function."""
+    argument each, see `capture_array`); `fn`: the traced function;
+    `fns`: it and the jitted functions inlined into it (nested @fb.jit), in
+    whose closures and globals a captured array is looked up."""
 
     def __init__(self, fn_name: str, arg_desc: str, fn: Any = None) -> None:
         self.fn_name = fn_name
         self.arg_desc = arg_desc
         self.block = Block()
         self.fn = fn
+        self.fns: list[Any] = [fn]
         self.weak: dict[Any, tuple[type, Recipe, str]] = {}
         self.checks: list[Callable[[Sequence[Any]], None]] = []
         self.captures: dict[int, tuple[Capture, "Tracer"]] = {}
@@ -198,7 +201,10 @@ def capture_array(graph: Graph, value: Any) -> Tracer:
         raise UnsupportedOperation(f"fusebind: in '{graph.fn_name}': a captured {type(value).__name__} (an ndarray "
                                    "subclass) is not supported; use np.asarray(value), or fb.constant(value) to "
                                    "bake it in")
-    cap = make_capture(graph.fn, value, len(graph.captures))
+    for fn in graph.fns:  # the closure or global of the function that reads it (outer or inlined)
+        cap = make_capture(fn, value, len(graph.captures))
+        if cap.cell is not None or cap.namespace is not None:
+            break
     if cap.dtype not in SUPPORTED:
         raise UnsupportedOperation(f"fusebind: in '{graph.fn_name}': the captured array '{cap.name}' has dtype "
                                    f"{cap.dtype}, which is not supported; use float32, float64, int32, int64 or "

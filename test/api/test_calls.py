@@ -220,3 +220,15 @@ def test_a_traced_array_kept_past_its_trace_is_refused_clearly(object_cache) -> 
     assert str(info.value) == ("fusebind: argument 'x' (#0) of '<lambda>' is a traced array kept from a trace that "
                                "has ended (stored from inside a jitted function); pass numpy arrays, or return the "
                                "value from the jitted function")
+
+
+def test_an_inlined_function_s_captured_array_is_read_at_every_call(object_cache) -> None:
+    # Regression: the array a nested jitted function closes over is looked up in *its* closure,
+    # so rebinding it between calls of the outer function is seen (not the value at trace time).
+    w = Y.copy()
+    inner = _jit(lambda a: a * w, object_cache)
+    outer = _jit(lambda x: inner(x) + 1, object_cache)
+    np.testing.assert_allclose(outer(X), X * Y + 1)
+    w = Z.copy()  # noqa: F841 (read through inner's closure cell)
+    np.testing.assert_allclose(outer(X), X * Z + 1)
+    assert outer.stats.traces == 1
