@@ -67,6 +67,13 @@ class CallSpec:
                     f"are {', '.join(p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))}")
             static.add(n)
         self.static = frozenset(static)
+        #: the parameter names when every parameter is positional (no *args, keyword-only or **kw):
+        #: a call without keywords then needs no `Signature.bind` (its cost is on every call)
+        self.positional: tuple[str, ...] | None = (
+            tuple(p.name for p in params) if self.signature is not None and len(positional) == len(params) else None)
+        #: how many positional arguments a call needs at least (those after have defaults)
+        self.required = max((i + 1 for i, p in enumerate(positional) if p.default is inspect.Parameter.empty),
+                            default=0)
 
     def flat(self, args: Sequence[Any], kwargs: dict[str, Any]) -> "FlatCall":
         """This call bound to the signature and flattened (raises Python's TypeError for a wrong call)."""
@@ -76,6 +83,9 @@ class CallSpec:
                                            "positional arguments only")
             given = [(f"arg{i}", a) for i, a in enumerate(args)]
             return FlatCall(self, given, None)
+        names = self.positional
+        if names is not None and not kwargs and self.required <= len(args) <= len(names):
+            return FlatCall(self, list(zip(names, args)), None)
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:

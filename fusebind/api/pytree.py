@@ -21,6 +21,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
+
+#: types that are always leaves (checked by identity first)
+_LEAF_TYPES = frozenset({np.ndarray, float, int, bool, complex, str})
+
 #: treedef of one leaf
 LEAF = ("*",)
 NONE = ("None",)
@@ -49,6 +54,10 @@ def flatten(value: Any, path: str = "") -> tuple[list[Any], tuple[Any, ...], lis
 
     def walk(v: Any, p: str) -> tuple[Any, ...]:
         t = type(v)
+        if t in _LEAF_TYPES:  # the common leaves first: this runs on every structured call
+            leaves.append(v)
+            paths.append(p)
+            return LEAF
         if v is None:
             return NONE
         if t is tuple or t is list:
@@ -58,7 +67,7 @@ def flatten(value: Any, path: str = "") -> tuple[list[Any], tuple[Any, ...], lis
         if isinstance(v, dict):
             keys = _dict_keys(v, p or "an argument")
             return ("dict", t, tuple(keys), tuple(walk(v[k], f"{p}[{k!r}]") for k in keys))
-        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        if hasattr(t, "__dataclass_fields__") and not isinstance(v, type):
             names = tuple(f.name for f in dataclasses.fields(v) if f.init)
             return ("dataclass", t, names, tuple(walk(getattr(v, n), f"{p}.{n}") for n in names))
         leaves.append(v)
