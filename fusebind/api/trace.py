@@ -131,9 +131,9 @@ def _result(graph: Graph, value: Any, index: int | None) -> Tracer:
         raise UnsupportedOperation(f"fusebind: {what} None; a jitted function must return an array or a tuple "
                                    "of arrays (is a `return` missing?)")
     if isinstance(value, (dict, tuple, list)):
-        raise UnsupportedOperation(f"fusebind: {what} a {type(value).__name__}; returning pytrees (dicts, nested "
-                                   "tuples or lists) is not supported yet: return an array or a flat tuple of "
-                                   "arrays")
+        # (fb.jit flattens pytree results before they get here: only a direct trace() sees this)
+        raise UnsupportedOperation(f"fusebind: {what} a {type(value).__name__}; trace() takes an array or a flat "
+                                   "tuple of arrays (fb.jit takes pytree results: it flattens them first)")
     if scalar_kind(value) is None and not isinstance(value, (np.ndarray, np.generic)):
         raise UnsupportedOperation(f"fusebind: {what} a {type(value).__name__}; a jitted function must return "
                                    "arrays (or Python/numpy scalars)")

@@ -232,3 +232,16 @@ def test_an_inlined_function_s_captured_array_is_read_at_every_call(object_cache
     w = Z.copy()  # noqa: F841 (read through inner's closure cell)
     np.testing.assert_allclose(outer(X), X * Z + 1)
     assert outer.stats.traces == 1
+
+
+def test_nested_out_and_unsortable_dict_keys_are_refused_clearly(object_cache) -> None:
+    inner = _jit(lambda a: a + 1, object_cache)
+    buf = np.empty_like(X)
+    with pytest.raises(fb.UnsupportedOperation) as info:
+        _jit(lambda x: inner(x, out=buf) * 2, object_cache)(X)
+    assert str(info.value) == ("fusebind: the jitted function '<lambda>' is called with out= inside another jitted "
+                               "function, where it is inlined: return its result instead")
+    with pytest.raises(fb.UnsupportedOperation) as info:
+        _jit(lambda d: d[1] + d["a"], object_cache)({1: X, "a": Y})
+    assert str(info.value) == ("fusebind: d is a dict whose keys cannot be sorted (1, 'a'); a pytree dict's "
+                               "children are ordered by sorted key, as in JAX: use keys of one type (all str, say)")
