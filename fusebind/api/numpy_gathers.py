@@ -11,10 +11,14 @@ repeat count or index is refused.
 
 Implementations take the probe first (maybe None), then the numpy function's arguments.
 np.take_along_axis, np.choose and np.pad work the same way on constant
-indices; a traced index is refused (its range cannot be checked in a
-kernel yet, and an out-of-range index must raise, not give a value).
+indices. Traced indices (take_along_axis, choose) are accepted only when
+their values are an argument's (reshaped, transposed or broadcast at most):
+a call-time check (Graph.checks) raises numpy's error for an out-of-range
+one before the kernel runs, which then gathers by a masked max
+(numpy_kernels.take_along_last). Computed traced indices are refused.
 
-Must not: gather by traced positions (there is no gather op).
+Must not: gather by traced positions whose range is not checked: a kernel
+cannot raise yet, and an out-of-range index must raise, not give a value.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from fusebind.api import numpy_kernels as K
+from fusebind.api.errors import FusebindValueError
 from fusebind.api.numpy_kernels import unsupported, value_error
 from fusebind.api.numpy_probe import Probe
 from fusebind.api.numpy_reductions import reduction
@@ -232,23 +237,87 @@ def diag(p: Probe | None, v: Any, k: int = 0) -> Tracer:
 
 
 # ---------------------------------------------------------------- take_along_axis, choose, pad
-_TRACED_INDEX = ("{what} with traced indices: fusebind cannot check their range inside a kernel yet, and an "
-                 "out-of-range index must raise IndexError rather than give a value; pass the indices as a "
-                 "constant (a numpy array), or select with a one-hot compare: np.sum(np.where(idx[..., None] == "
-                 "np.arange(n), x[..., None, :], 0), axis=-1)")
+def _argument_of(graph: Graph, t: Tracer) -> int | None:
+    """The position of the jitted function's argument whose values are exactly t's values
+    (t is it, or a reshape / transpose / broadcast / int64 widening of it), or None (t is
+    computed, or a captured array)."""
+    from xdsl.ir import BlockArgument
+
+    from fusebind.dialect import prim
+
+    v = t.value
+    while not isinstance(v, BlockArgument):
+        owner = v.owner
+        if isinstance(owner, (prim.ReshapeOp, prim.TransposeOp, prim.BroadcastToOp)):
+            if 0 in owner.results[0].type.get_shape():
+                return None  # an empty broadcast reads none of its values: numpy checks none
+            v = owner.operands[0]
+        elif isinstance(owner, prim.CastOp) and (str(owner.operands[0].type.element_type),
+                                                 str(owner.results[0].type.element_type)) == ("i32", "i64"):
+            v = owner.operands[0]
+        else:
+            return None
+    if v.owner is not graph.block or any(c.value is v for _, c in graph.captures.values()):
+        return None
+    return v.index
 
 
-def _constant_index(graph: Graph, idx: Any, what: str) -> np.ndarray:
-    if isinstance(idx, Tracer):
-        raise unsupported(graph, _TRACED_INDEX.format(what=what))
-    return np.asarray(idx)
+def _range_check(graph: Graph, position: int, lo: int, hi: int, error: Any) -> Any:
+    """A call-time check that argument #position holds values in [lo, hi); else raises
+    error(first bad value, where: the argument named)."""
+    fn_name = graph.fn_name
+
+    def check(args: Any) -> None:
+        a = np.asarray(args[position])
+        bad = (a < lo) | (a >= hi)
+        if bad.any():
+            first = a.reshape(-1)[int(np.flatnonzero(bad.reshape(-1))[0])]
+            raise error(first, f"in argument #{position} of '{fn_name}'")
+    return check
+
+
+def _index_argument(graph: Graph, idx: Tracer, what: str) -> int:
+    position = _argument_of(graph, idx)
+    if position is None:
+        raise unsupported(graph, f"{what} with traced indices computed inside the function: fusebind cannot check "
+                                 "their range inside a kernel yet, and an out-of-range index must raise rather "
+                                 "than give a value; pass the indices as an argument of the jitted function "
+                                 "(reshaped, transposed or broadcast at most: checked before each call) or as a "
+                                 "constant")
+    return position
+
+
+def _traced_take_along(x: Tracer, idx: Tracer, axis: Any) -> Tracer:
+    """take_along_axis by traced indices read from an argument: checked at call time, then
+    gathered by a masked max (numpy_kernels.take_along_last)."""
+    graph = x.graph
+    what = "numpy.take_along_axis"
+    position = _index_argument(graph, idx, what)
+    if idx.dtype.kind != "i":
+        raise K.from_numpy_error(graph, IndexError("`indices` must be an integer array"), what)
+    if axis is None:
+        x, ax = K.reshape(x, (x.size,)), 0
+    else:
+        (ax,) = K.normalize_axes(graph, axis, x.ndim)
+    if idx.ndim != x.ndim:
+        raise value_error(graph, f"{what}: `indices` and `arr` must have the same number of dimensions")
+    from fusebind.dialect.errors import IndexOutOfBounds
+
+    n, prefix = x.shape[ax], K.prefix(graph)
+    graph.checks.append(_range_check(graph, position, -n, n, lambda i, where: IndexOutOfBounds(
+        f"{prefix}{what}: index {i} is out of bounds for axis {ax} with size {n} ({where})")))
+    perm = [i for i in range(x.ndim) if i != ax] + [ax]
+    r = K.take_along_last(K.transpose(x, perm), K.transpose(idx, perm), what)
+    return K.transpose(r, list(np.argsort(perm)))
 
 
 def take_along_axis(p: Probe | None, arr: Any, indices: Any, axis: Any = -1) -> Tracer:
     """numpy's positions of np.arange(size) (its broadcasting, negative indices and
-    IndexError), then one gather of the flattened array."""
+    IndexError), then one gather of the flattened array. Traced indices: see _traced_take_along."""
     graph = K.graph_of(arr, indices)
-    idx = _constant_index(graph, indices, "numpy.take_along_axis")
+    if isinstance(indices, Tracer):
+        return _traced_take_along(tracer(graph, arr), indices, axis)
+    idx = np.asarray(indices)
     x = tracer(graph, arr)
     pos = _positions(graph, lambda: np.take_along_axis(np.arange(x.size).reshape(x.shape), idx, axis),
                      "numpy.take_along_axis")
@@ -260,19 +329,48 @@ def choose(p: Probe | None, a: Any, choices: Any, out: Any = None, mode: str = "
     graph = K.graph_of(a, choices)
     if out is not None:
         raise unsupported(graph, "numpy.choose(..., out=...) cannot write into an array inside a traced function")
-    idx = _constant_index(graph, a, "numpy.choose")
     if isinstance(choices, Tracer):
         choices = [choices[i] for i in range(choices.shape[0])]
     n = len(choices)
-    which = _positions(graph, lambda: np.choose(idx, [np.full(1, i) for i in range(n)], mode=mode), "numpy.choose")
     dt = np.asarray(p.result).dtype if p is not None else np.result_type(*choices)
     cs = [K.cast(tracer(graph, c), dt) for c in choices]
+    if isinstance(a, Tracer):
+        return _traced_choose(a, cs, mode)
+    idx = np.asarray(a)
+    which = _positions(graph, lambda: np.choose(idx, [np.full(1, i) for i in range(n)], mode=mode), "numpy.choose")
     shape = K.check_broadcast(graph, idx.shape, *(c.shape for c in cs))
     result = K.broadcast_to(cs[0], shape)
     for i in range(1, n):
         hit = np.broadcast_to(which == i, shape)
         if hit.any():
             result = K.select(K.constant(graph, hit, np.bool_), K.broadcast_to(cs[i], shape), result)
+    return result
+
+
+def _traced_choose(a: Tracer, cs: list[Tracer], mode: str) -> Tracer:
+    """np.choose by a traced chooser: clip / wrap as numpy computes them; 'raise' checks the
+    argument it is read from at call time (numpy's ValueError), as take_along_axis does."""
+    graph = a.graph
+    what = "numpy.choose"
+    n = len(cs)
+    if a.dtype.kind != "i":
+        raise unsupported(graph, f"{what}: the chooser must be an integer array (it is {a.dtype}); cast it first")
+    i = K.cast(a, np.int64)
+    if mode == "clip":
+        i = K.select(K.compare("lt", i, K.like(i, 0)), K.like(i, 0),
+                     K.select(K.compare("gt", i, K.like(i, n - 1)), K.like(i, n - 1), i))
+    elif mode == "wrap":
+        i = K.cast(call(np.remainder, (i, n), {}, what), np.int64)
+    else:
+        position = _index_argument(graph, a, what)
+        prefix = K.prefix(graph)
+        graph.checks.append(_range_check(graph, position, 0, n, lambda v, where: FusebindValueError(
+            f"{prefix}{what}: invalid entry in choice array (entry {v}, {where})")))
+    shape = K.check_broadcast(graph, i.shape, *(c.shape for c in cs))
+    result = K.broadcast_to(cs[0], shape)
+    for j in range(1, n):
+        result = K.select(K.broadcast_to(K.compare("eq", i, K.like(i, j)), shape), K.broadcast_to(cs[j], shape),
+                          result)
     return result
 
 

@@ -362,3 +362,33 @@ def gufunc(name: str, xs: Sequence[Tracer], what: str, axis: int = -1) -> Tracer
         return reshape(r, r.shape[:-1])
     r = matmul(reshape(a, a.shape[:-1] + (1, n_a)), b, name)
     return reshape(r, r.shape[:-2] + r.shape[-1:])
+
+
+def take_along_last(x: Tracer, idx: Tracer, what: str) -> Tracer:
+    """np.take_along_axis(x, idx, axis=-1) for traced integer indices that the caller has
+    checked to lie in [-n, n) (a call-time check: a kernel cannot raise yet). A masked max
+    like `take` (exact: one element survives each max), costing result size x n, hence
+    GATHER_LIMIT."""
+    from fusebind.dialect.prim import AddOp
+
+    graph = x.graph
+    n = x.shape[-1]
+    batch = check_broadcast(graph, x.shape[:-1], idx.shape[:-1])
+    k = idx.shape[-1]
+    out_shape = batch + (k,)
+    if math.prod(out_shape) == 0:
+        return full(graph, 0, x.dtype, out_shape)
+    work = math.prod(out_shape) * n
+    if work > GATHER_LIMIT:
+        raise unsupported(graph, f"{what} needs a gather of {math.prod(out_shape)} elements from an axis of {n}; "
+                                 "fusebind has no gather op, and building it from a masked max would compute "
+                                 f"{work} elements (the limit is {GATHER_LIMIT}); index outside the jitted "
+                                 "function instead")
+    i = cast(idx, np.int64)
+    i = select(compare("lt", i, constant(graph, 0, np.int64)), op(AddOp, i, constant(graph, n, np.int64)), i)
+    hit = compare("eq", reshape(i, i.shape + (1,)), constant(graph, np.arange(n, dtype=np.int64), np.int64))
+    xe = reshape(x, x.shape[:-1] + (1, n))
+    picked = select(hit, xe, like(x, lowest(x.dtype)))
+    if picked.shape != out_shape + (n,):
+        picked = broadcast_to(picked, out_shape + (n,))
+    return reduce("max", picked, (len(out_shape),), keepdims=False)

@@ -291,7 +291,9 @@ NUMPY: dict[str, Any] = {
     "take_along_axis": [Call(lambda a: np.take_along_axis(a, np.zeros((3, 1), np.int64), axis=1), F()),
                         Call(lambda a: np.take_along_axis(a, np.array([[0, -1], [2, 1], [3, 3]]), axis=1), I()),
                         Call(lambda a: np.take_along_axis(a, np.array([0, 11, -12]), axis=None), B()),
-                        Call(lambda a: np.take_along_axis(a, np.array([[4]]), axis=1), F())],
+                        Call(lambda a: np.take_along_axis(a, np.array([[4]]), axis=1), F()),
+                        Call(lambda a, i: np.take_along_axis(a, i, axis=1), F(), L(3, 2, values="index")),
+                        Call(lambda a, i: np.take_along_axis(a, i + 1, axis=1), F(), L(3, 2, values="index"))],
     # --- elementwise functions
     "where": [Call(lambda a: np.where(a > 0, a, 0), F()), Call(lambda a, b: np.where(a > 0, a, b), F(), I(4)),
               Call(lambda c, a: np.where(c, a, 2.5), B(), I()), Call(lambda a: np.where(a > 0), F())],
@@ -331,7 +333,9 @@ NUMPY: dict[str, Any] = {
     "choose": [Call(lambda a, b: np.choose(np.zeros(4, np.int64), [a, b]), F(4), F(4)),
                Call(lambda a, b: np.choose(np.array([0, 1, 3, -1]), [a, b], mode="wrap"), F(4), I(4)),
                Call(lambda a, b: np.choose(np.array([[0], [1], [1]]), [a, b]), I(), I(4)),
-               Call(lambda a, b: np.choose(np.array([0, 2]), [a, b]), F(2), F(2))],
+               Call(lambda a, b: np.choose(np.array([0, 2]), [a, b]), F(2), F(2)),
+               Call(lambda i, a, b: np.choose(i, [a, b], mode="clip"), L(4, values="index"), F(4), I(4)),
+               Call(lambda i, a, b: np.choose(i, [a, b], mode="wrap"), I(4), F(4), I(4))],
     "apply_along_axis": Call(lambda a: np.apply_along_axis(np.sum, 0, a), F()),
     "apply_over_axes": Call(lambda a: np.apply_over_axes(np.sum, a, [0]), F()),
     # --- data-dependent shapes, sorting, searching, sets, histograms

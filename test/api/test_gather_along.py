@@ -51,13 +51,57 @@ def test_take_along_axis_constant_index_out_of_range_raises_like_numpy():
     assert str(got.value) == f"fusebind: in 't': numpy.take_along_axis: {want.value}"
 
 
-def test_take_along_axis_traced_indices_refused():
+def _cross_entropy(z, y):
+    m = z.max(axis=1, keepdims=True)
+    lse = np.log(np.exp(z - m).sum(axis=1, keepdims=True)) + m
+    return np.mean(lse[:, 0] - np.take_along_axis(z, y[:, None], axis=1)[:, 0])
+
+
+def test_cross_entropy_with_integer_label_argument_is_checked_before_each_call():
+    """Traced indices read from an argument: numpy's values, and numpy's IndexError from a
+    call-time check (also on the fast path, after warm calls)."""
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal((8, 5)).astype(np.float32)
+    ce = fb.jit(_cross_entropy)
+    for y in (rng.integers(-5, 5, 8), rng.integers(0, 5, 8).astype(np.int32), rng.integers(-5, 5, 8)):
+        got, want = ce(z, y), _cross_entropy(z, y)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    bad = np.array([0, 1, 2, 3, 4, -5, -6, 7])
+    with pytest.raises(fb.IndexOutOfBounds) as got:
+        ce(z, bad)
+    assert str(got.value) == ("fusebind: in '_cross_entropy': numpy.take_along_axis: index -6 is out of bounds for "
+                              "axis 1 with size 5 (in argument #1 of '_cross_entropy')")
+    with pytest.raises(IndexError, match="index -6 is out of bounds for axis 1 with size 5"):
+        _cross_entropy(z, bad)
+    np.testing.assert_allclose(ce(z, bad[:6].repeat(2)[:8] % 5), _cross_entropy(z, bad[:6].repeat(2)[:8] % 5),
+                               rtol=1e-6)
+
+
+def test_take_along_axis_traced_argument_indices_all_axes_and_dtypes():
+    rng = np.random.default_rng(1)
+    idx = rng.integers(-3, 3, (2, 4))
+    for x in (X, XI, X > 0):
+        module, graph = trace_graph(lambda a, i: np.take_along_axis(a, i, axis=0), (x, idx), ["a", "i"], "t")
+        for check in graph.checks:
+            check([x, idx])
+        same(interpret(module, x, idx), np.take_along_axis(x, idx, axis=0))
+    idx = rng.integers(-4, 4, (2, 3)).astype(np.int32)
+    module, graph = trace_graph(lambda a, i: np.take_along_axis(a, i.T, axis=1), (X, idx), ["a", "i"], "t")
+    same(interpret(module, X, idx), np.take_along_axis(X, idx.T, axis=1))
+    with pytest.raises(fb.IndexOutOfBounds, match=r"index 4 is out of bounds for axis 1 with size 4 \(in argument "
+                                                  r"#1 of 't'\)"):
+        graph.checks[0]([X, np.full((2, 3), 4)])
+
+
+def test_take_along_axis_computed_traced_indices_refused():
     with pytest.raises(fb.UnsupportedOperation) as got:
-        interp(lambda a, i: np.take_along_axis(a, i, axis=1), X, np.zeros((3, 1), np.int64))
-    assert str(got.value).startswith(
-        "fusebind: in 't': numpy.take_along_axis with traced indices: fusebind cannot check their range inside a "
-        "kernel yet, and an out-of-range index must raise IndexError rather than give a value; pass the indices "
-        "as a constant")
+        interp(lambda a, i: np.take_along_axis(a, i + 1, axis=1), X, np.zeros((3, 1), np.int64))
+    assert str(got.value) == (
+        "fusebind: in 't': numpy.take_along_axis with traced indices computed inside the function: fusebind cannot "
+        "check their range inside a kernel yet, and an out-of-range index must raise rather than give a value; "
+        "pass the indices as an argument of the jitted function (reshaped, transposed or broadcast at most: "
+        "checked before each call) or as a constant")
 
 
 @pytest.mark.parametrize("a,mode", [(np.array([0, 1, 1, 0]), "raise"), (np.array([[0], [1], [1]]), "raise"),
@@ -75,9 +119,25 @@ def test_choose_out_of_range_raises_like_numpy():
     assert str(got.value) == f"fusebind: in 't': numpy.choose: {want.value}"
 
 
-def test_choose_traced_chooser_refused():
-    with pytest.raises(fb.UnsupportedOperation, match="numpy.choose with traced indices: fusebind cannot check"):
-        interp(lambda i, x: np.choose(i, [x, x]), np.zeros(4, np.int64), X[0])
+@pytest.mark.parametrize("mode", ["raise", "wrap", "clip"])
+def test_choose_traced_chooser(mode):
+    i = np.array([0, 1, 1, 0]) if mode == "raise" else np.array([-3, 1, 4, 0], np.int32)
+    b = np.arange(4, dtype=np.int32) * 10
+    module, graph = trace_graph(lambda c, x, y: np.choose(c, [x, y], mode=mode), (i, X[0], b), ["c", "x", "y"], "t")
+    assert len(graph.checks) == (mode == "raise")
+    same(interpret(module, i, X[0], b), np.choose(i, [X[0], b], mode=mode))
+    if mode == "raise":
+        with pytest.raises(ValueError) as want:
+            np.choose(np.array([0, 2, 0, 0]), [X[0], b])
+        with pytest.raises(fb.FusebindValueError) as got:
+            graph.checks[0]([np.array([0, 2, 0, 0]), X[0], b])
+        assert str(got.value) == f"fusebind: in 't': numpy.choose: {want.value} (entry 2, in argument #0 of 't')"
+
+
+def test_choose_computed_chooser_refused():
+    with pytest.raises(fb.UnsupportedOperation, match="numpy.choose with traced indices computed inside the "
+                                                      "function: fusebind cannot check"):
+        interp(lambda i, x: np.choose(i + 1, [x, x]), np.zeros(4, np.int64), X[0])
 
 
 @pytest.mark.parametrize("width,mode,kw", [
