@@ -7,15 +7,18 @@ wins, as numpy's assignment does), `.add` / `.mul` / `.min` / `.max` are `np.add
 numpy's order), put_along_axis is `np.put_along_axis` on a copy. On numpy arrays (nothing traced)
 they are exactly those calls.
 
-Indices must be known when tracing (Python ints, slices, lists, numpy integer or boolean arrays):
-numpy computes the flat positions (`np.arange(x.size).reshape(x.shape)[idx]`), so its indexing rules
+Indices are constants (Python ints, slices, lists, numpy integer or boolean arrays), or, for .add /
+.min / .max, one traced integer array that is an argument of the jitted function, indexing axis 0
+(a histogram): its range is checked before each call (Graph.checks, numpy's IndexError), then each
+row meets the reduction of the values whose index hits it (one-hot select and a sum / min / max).
+For constant indices numpy computes the flat positions (`np.arange(x.size).reshape(x.shape)[idx]`), so its indexing rules
 and errors (fb.IndexOutOfBounds) are numpy's. numpy also runs the same update on stand-ins first, so
 a value that does not broadcast, or a cast numpy refuses (np.add.at of floats into ints), is numpy's
 error. The update is built from existing ops, one layer per occurrence of a repeated position:
 a static gather of the values (numpy_kernels.take, bounded by GATHER_LIMIT), the ufunc, and a select.
 
-Must not: accept traced indices (their range cannot be checked in a kernel yet, and an out-of-range
-index must raise, not give a value).
+Must not: accept traced indices whose range is not checked before the call (a kernel cannot raise
+yet, and an out-of-range index must raise, not give a value).
 """
 
 from __future__ import annotations
@@ -122,7 +125,69 @@ def _traced_index(graph: Any, idx: Any, what: str) -> None:
     if K.graph_of(idx) is not None:
         raise K.unsupported(graph, f"{what} with traced indices: fusebind cannot check their range inside a kernel "
                                    "yet, and an out-of-range index must raise IndexError rather than give a value; "
-                                   "pass the indices as constants (Python ints, slices, lists or numpy arrays)")
+                                   "pass the indices as constants (Python ints, slices, lists or numpy arrays), or, "
+                                   "for .add / .min / .max, one integer array argument of the jitted function "
+                                   "indexing axis 0 (checked before each call)")
+
+
+#: the identity of each order-free update (the value a lane no index hits contributes)
+_IDENTITY = {"add": lambda dt: False if dt == np.bool_ else 0,
+             "min": lambda dt: True if dt == np.bool_ else np.inf if dt.kind == "f" else int(np.iinfo(dt).max),
+             "max": lambda dt: K.lowest(dt)}
+
+
+def _traced_reduce_update(method: str, x: Any, idx: Tracer, v: Any, what: str) -> Tracer:
+    """fb.at(x)[i].add / min / max for a traced integer array i (axis 0) read from an argument: its
+    range is checked at call time (numpy's IndexError), then each row of x meets the reduction
+    of the values whose index hits it (a one-hot select, bounded by GATHER_LIMIT). Repeated
+    indices accumulate as np.add.at does (float sums in another order: within rounding)."""
+    from fusebind.api.numpy_gathers import argument_of, range_check
+    from fusebind.dialect.errors import IndexOutOfBounds
+
+    graph = idx.graph
+    xt = x if isinstance(x, Tracer) else as_tracer(graph, np.asarray(x))
+    if xt.ndim == 0:
+        raise K.from_numpy_error(graph, IndexError("too many indices for array: array is 0-dimensional, but 1 were "
+                                                   "indexed"), what)
+    if idx.dtype.kind != "i":
+        raise K.from_numpy_error(graph, IndexError("arrays used as indices must be of integer (or boolean) type"),
+                                 what)
+    position = argument_of(graph, idx)
+    if position is None:
+        _traced_index(graph, idx, what)
+    n, rest, prefix = xt.shape[0], xt.shape[1:], K.prefix(graph)
+    graph.checks.append(range_check(graph, position, -n, n, lambda i, where: IndexOutOfBounds(
+        f"{prefix}{what}: index {i} is out of bounds for axis 0 with size {n} ({where})")))
+    target = idx.shape + rest
+    try:  # numpy's checks of the values: broadcasting to x[i]'s shape, casting
+        _numpy_update(method, np.zeros(xt.shape, xt.dtype), lambda y: np.zeros(idx.shape, np.int64), _stand_in(v))
+    except Exception as exc:  # noqa: BLE001
+        raise K.from_numpy_error(graph, exc, what) from None
+    work = math.prod(target) * n
+    if work > K.GATHER_LIMIT:
+        raise K.unsupported(graph, f"{what} by {idx.size} traced indices into {n} rows of {math.prod(rest)} "
+                                   f"elements would compute {work} elements without a scatter op (the limit is "
+                                   f"{K.GATHER_LIMIT}); update outside the jitted function instead")
+    ufunc = _UFUNCS[method]
+    vt = v if isinstance(v, Tracer) else as_tracer(graph, v)
+    dt = np.asarray(ufunc(np.zeros(1, xt.dtype), _stand_in(v))).dtype  # numpy's loop (a Python scalar: weak)
+    vt = K.cast(vt, dt)
+    vshape = vt.shape
+    while len(vshape) > len(target) and vshape[0] == 1:
+        vshape = vshape[1:]
+    vt = K.broadcast_to(K.reshape(vt, vshape), target)
+    k = idx.ndim
+    i = K.cast(idx, np.int64)
+    i = K.select(K.compare("lt", i, K.like(i, 0)), ufunc_call(np.add, (i, n), {}, what), i)
+    hit = K.compare("eq", K.reshape(i, idx.shape + (1,) + (1,) * len(rest)),
+                    K.constant(graph, np.arange(n, dtype=np.int64).reshape((n,) + (1,) * len(rest)), np.int64))
+    ve = K.reshape(vt, idx.shape + (1,) + rest)
+    lanes = K.select(hit, ve, K.constant(graph, _IDENTITY[method](dt), dt))
+    lanes = K.broadcast_to(lanes, idx.shape + (n,) + rest)
+    kind = {"add": "any" if dt == np.bool_ else "sum", "min": "all" if dt == np.bool_ else "min",
+            "max": "any" if dt == np.bool_ else "max"}[method]
+    contrib = K.reduce(kind, lanes, tuple(range(k))) if k else lanes
+    return K.cast(ufunc_call(ufunc, (K.cast(xt, dt) if dt != xt.dtype else xt, contrib), {}, what), xt.dtype)
 
 
 def _positions(graph: Any, fn: Callable[[], Any], what: str) -> np.ndarray:
@@ -144,6 +209,8 @@ class _Indexed:
         graph = K.graph_of(x, v, idx)
         if graph is None:
             return _numpy_update(method, np.asarray(x), lambda y: idx, v)
+        if isinstance(idx, Tracer) and method in ("add", "min", "max"):
+            return _traced_reduce_update(method, x, idx, v, what)
         _traced_index(graph, idx, what)
         shape = x.shape if isinstance(x, Tracer) else np.shape(x)
         pos = _positions(graph, lambda: np.arange(math.prod(shape)).reshape(shape)[idx], what)

@@ -237,7 +237,7 @@ def diag(p: Probe | None, v: Any, k: int = 0) -> Tracer:
 
 
 # ---------------------------------------------------------------- take_along_axis, choose, pad
-def _argument_of(graph: Graph, t: Tracer) -> int | None:
+def argument_of(graph: Graph, t: Tracer) -> int | None:
     """The position of the jitted function's argument whose values are exactly t's values
     (t is it, or a reshape / transpose / broadcast / int64 widening of it), or None (t is
     computed, or a captured array)."""
@@ -262,7 +262,7 @@ def _argument_of(graph: Graph, t: Tracer) -> int | None:
     return v.index
 
 
-def _range_check(graph: Graph, position: int, lo: int, hi: int, error: Any) -> Any:
+def range_check(graph: Graph, position: int, lo: int, hi: int, error: Any) -> Any:
     """A call-time check that argument #position holds values in [lo, hi); else raises
     error(first bad value, where: the argument named)."""
     fn_name = graph.fn_name
@@ -277,7 +277,7 @@ def _range_check(graph: Graph, position: int, lo: int, hi: int, error: Any) -> A
 
 
 def _index_argument(graph: Graph, idx: Tracer, what: str) -> int:
-    position = _argument_of(graph, idx)
+    position = argument_of(graph, idx)
     if position is None:
         raise unsupported(graph, f"{what} with traced indices computed inside the function: fusebind cannot check "
                                  "their range inside a kernel yet, and an out-of-range index must raise rather "
@@ -304,7 +304,7 @@ def _traced_take_along(x: Tracer, idx: Tracer, axis: Any) -> Tracer:
     from fusebind.dialect.errors import IndexOutOfBounds
 
     n, prefix = x.shape[ax], K.prefix(graph)
-    graph.checks.append(_range_check(graph, position, -n, n, lambda i, where: IndexOutOfBounds(
+    graph.checks.append(range_check(graph, position, -n, n, lambda i, where: IndexOutOfBounds(
         f"{prefix}{what}: index {i} is out of bounds for axis {ax} with size {n} ({where})")))
     perm = [i for i in range(x.ndim) if i != ax] + [ax]
     r = K.take_along_last(K.transpose(x, perm), K.transpose(idx, perm), what)
@@ -364,7 +364,7 @@ def _traced_choose(a: Tracer, cs: list[Tracer], mode: str) -> Tracer:
     else:
         position = _index_argument(graph, a, what)
         prefix = K.prefix(graph)
-        graph.checks.append(_range_check(graph, position, 0, n, lambda v, where: FusebindValueError(
+        graph.checks.append(range_check(graph, position, 0, n, lambda v, where: FusebindValueError(
             f"{prefix}{what}: invalid entry in choice array (entry {v}, {where})")))
     shape = K.check_broadcast(graph, i.shape, *(c.shape for c in cs))
     result = K.broadcast_to(cs[0], shape)

@@ -124,7 +124,8 @@ def test_values_that_do_not_broadcast_raise_numpy_s_error():
 def test_traced_indices_refused():
     msg = ("fusebind: in 't': {} with traced indices: fusebind cannot check their range inside a kernel yet, and an "
            "out-of-range index must raise IndexError rather than give a value; pass the indices as constants "
-           "(Python ints, slices, lists or numpy arrays)")
+           "(Python ints, slices, lists or numpy arrays), or, for .add / .min / .max, one integer array argument "
+           "of the jitted function indexing axis 0 (checked before each call)")
     i = np.zeros(2, np.int64)
     with pytest.raises(fb.UnsupportedOperation) as got:
         interp(lambda a, j: fb.at(a)[j, 0].add(1.0), X, i)
@@ -132,6 +133,49 @@ def test_traced_indices_refused():
     with pytest.raises(fb.UnsupportedOperation) as got:
         interp(lambda a, j: fb.put_along_axis(a, j, 1.0, axis=0), X, i.reshape(1, 2)[:, :1])
     assert str(got.value) == msg.format("fusebind.put_along_axis")
+
+
+@pytest.mark.parametrize("method", ["add", "min", "max"])
+def test_traced_argument_indices_histogram_jit(method):
+    """A histogram by traced bins (an argument): numpy's np.<ufunc>.at values, and its IndexError
+    from the call-time check, also after warm (fast-path) calls."""
+    rng = np.random.default_rng(3)
+    f = fb.jit(lambda b, w: getattr(fb.at(np.zeros(8, np.float32))[b], method)(w))
+    for _ in range(3):
+        bins, w = rng.integers(-8, 8, 40), rng.standard_normal(40).astype(np.float32)
+        want = np.zeros(8, np.float32)
+        NUMPY[method].at(want, bins, w)
+        got = f(bins, w)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    with pytest.raises(IndexError) as want_exc:
+        NUMPY[method].at(np.zeros(8, np.float32), np.array([3, -9, 0]), 1.0)
+    with pytest.raises(fb.IndexOutOfBounds) as got_exc:
+        f(np.array([3, -9, 0]), np.ones(3, np.float32))
+    assert str(got_exc.value) == (f"fusebind: in '<lambda>': fusebind.at(x)[...].{method}: {want_exc.value} (in "
+                                  "argument #0 of '<lambda>')")
+
+
+@pytest.mark.parametrize("method", ["add", "min", "max"])
+@pytest.mark.parametrize("x,v", [(XI, 3), (X, np.float64(2.5)), (X > 0, True)], ids=["i64", "f32", "bool"])
+def test_traced_argument_indices_rows(x, v, method):
+    i = np.array([2, -1, 0, 2, 2], np.int32)
+    module, graph = trace_graph(lambda a, j: getattr(fb.at(a)[j], method)(v), (x, i), ["a", "j"], "t")
+    assert len(graph.checks) == 1
+    graph.checks[0]([x, i])
+    got, want = interpret(module, x, i), numpy_update(method, x, i, v)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_traced_computed_indices_and_set_refused():
+    msg = "fusebind: in 't': fusebind.at(x)[...].{} with traced indices: fusebind cannot check their range"
+    with pytest.raises(fb.UnsupportedOperation, match=msg.format("add").replace("[...]", r"\[...\]")
+                       .replace("(x)", r"\(x\)")):
+        interp(lambda a, j: fb.at(a)[j + 1].add(1.0), X, np.zeros(2, np.int64))
+    with pytest.raises(fb.UnsupportedOperation, match=msg.format("set").replace("[...]", r"\[...\]")
+                       .replace("(x)", r"\(x\)")):
+        interp(lambda a, j: fb.at(a)[j].set(1.0), X, np.zeros(2, np.int64))
 
 
 def test_too_large_an_update_refused():
