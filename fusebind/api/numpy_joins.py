@@ -6,9 +6,11 @@ There is no concatenate op. A piece is placed at its offset by a gather
 (numpy_kernels.take) whose other positions hold the dtype's lowest value,
 and the pieces are combined by maximum (logical or for bool): every output
 element has exactly one piece that is not the lowest value there, so the
-result is exact, NaN and -0.0 included. A split is one gather per piece.
-Both cost (output length x piece length) per piece, so long axes are
-refused (numpy_kernels.GATHER_LIMIT).
+result is exact, NaN and -0.0 included. This costs (output length x piece
+length) per piece, so long axes are refused (numpy_kernels.GATHER_LIMIT).
+A split (and unstack) is one `prim.slice` per piece (numpy_shapes.slice_axes):
+no size limit, and in a fused region the slice is an index map folded into
+its consumer.
 
 Implementations take the probe first (None for large inputs), then the
 numpy function's arguments.
@@ -25,6 +27,7 @@ from fusebind.api import numpy_kernels as K
 from fusebind.api.numpy_kernels import unsupported, value_error
 from fusebind.api.numpy_linalg import dot, strong
 from fusebind.api.numpy_probe import Probe
+from fusebind.api.numpy_shapes import slice_axes
 from fusebind.api.tracer import Graph, Tracer
 from fusebind.dialect import prim
 
@@ -156,7 +159,10 @@ def _split(graph: Graph, ary: Any, ios: Any, axis: int, equal: bool, what: str) 
         parts = (np.split if equal else np.array_split)(np.arange(n), ios)  # numpy's own split points and errors
     except Exception as exc:  # noqa: BLE001
         raise K.from_numpy_error(graph, exc, what) from None
-    return [K.take(x, ax, idx, what) for idx in parts]
+    # each part is a contiguous run of the axis: a prim.slice (an index map that fuses into its consumer)
+    whole = [(0, d, 1) for d in x.shape]
+    return [slice_axes(x, [*whole[:ax], (int(idx[0]), int(idx[0]) + idx.size, 1), *whole[ax + 1:]]) if idx.size
+            else K.full(graph, 0, x.dtype, x.shape[:ax] + (0,) + x.shape[ax + 1:]) for idx in parts]
 
 
 def split(p: Probe | None, ary: Any, indices_or_sections: Any, axis: int = 0) -> list[Tracer]:
@@ -197,7 +203,10 @@ def unstack(p: Probe | None, x: Any, /, *, axis: int = 0) -> tuple[Tracer, ...]:
     if t.ndim == 0:
         raise value_error(graph, "Input array must be at least 1-d.")
     (ax,) = K.normalize_axes(graph, axis, t.ndim)
-    return tuple(K.take(t, ax, np.asarray(i), "numpy.unstack") for i in range(t.shape[ax]))
+    whole = [(0, d, 1) for d in t.shape]
+    rest = t.shape[:ax] + t.shape[ax + 1:]
+    return tuple(K.reshape(slice_axes(t, [*whole[:ax], (i, i + 1, 1), *whole[ax + 1:]]), rest)
+                 for i in range(t.shape[ax]))
 
 
 def multi_dot(p: Probe | None, arrays: Sequence[Any], *, out: Any = None) -> Tracer:

@@ -9,9 +9,10 @@ in numpy_gathers.
 
 Shapes come from the probe (numpy run on zero-stride stand-ins: a view,
 free at any size), so -1 in a reshape, the axes of expand_dims and the
-result of an index are numpy's own. Indexing gathers by static indices
-(numpy_kernels.take); an index that is itself traced, boolean masks and
-integer-array (fancy) indexing are refused.
+result of an index are numpy's own. Basic indexing is one `prim.slice`
+(`slice_axes`, also used by the splits in numpy_joins) and a reshape;
+np.take gathers by static indices (numpy_kernels.take); an index that is
+itself traced, boolean masks and integer-array (fancy) indexing are refused.
 
 Implementations take the probe first, then the numpy function's arguments.
 Must not: copy a stand-in's values into the trace (they are zeros).
@@ -19,6 +20,7 @@ Must not: copy a stand-in's values into the trace (they are zeros).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -216,17 +218,22 @@ def take(p: Probe | None, a: Any, indices: Any, axis: Any = None, out: Any = Non
     return K.take(x, ax, idx, "numpy.take")
 
 
-def _key_text(key: Any) -> str:
-    def one(k: Any) -> str:
-        if isinstance(k, slice):
-            parts = ["" if v is None else str(v) for v in (k.start, k.stop, k.step)]
-            return ":".join(parts[:2] if k.step is None else parts)
-        return "..." if k is Ellipsis else "None" if k is None else str(k)
-    return ", ".join(one(k) for k in (key if isinstance(key, tuple) else (key,)))
+def slice_axes(x: Tracer, bounds: Sequence[tuple[int, int, int]]) -> Tracer:
+    """`x` sliced by normalized `(start, limit, stride)` per axis (`slice.indices`): one
+    `prim.slice`, or `x` itself when every axis is taken whole."""
+    from fusebind.dialect.prim import SliceOp
+
+    bounds = [(int(s), int(lim), int(k)) for s, lim, k in bounds]
+    if all(b == (0, n, 1) for b, n in zip(bounds, x.shape)):
+        return x
+    starts, limits, strides = zip(*bounds)
+    return x.graph.add(SliceOp(x.value, starts, limits, strides))
 
 
 def getitem(x: Tracer, key: Any) -> Tracer:
-    """`x[key]` for integers, slices, Ellipsis and None: numpy's basic indexing."""
+    """`x[key]` for integers, slices (any step), Ellipsis and None: numpy's basic indexing, as
+    one `prim.slice` (ints are length-1 slices) and a `prim.reshape` that drops the int axes and
+    inserts the None axes (the probe gives numpy's result shape)."""
     graph = x.graph
     items = key if isinstance(key, tuple) else (key,)
     for k in items:
@@ -246,11 +253,13 @@ def getitem(x: Tracer, key: Any) -> Tracer:
         spec[at:at + 1] = [slice(None)] * (x.ndim - used)
     axis_items = [k for k in spec if k is not None]
     axis_items += [slice(None)] * (x.ndim - len(axis_items))
-    y = x
-    for ax in reversed(range(x.ndim)):  # last axis first: removing an axis keeps the earlier ones in place
-        k = axis_items[ax]
-        idx = np.arange(x.shape[ax])[k]
-        if isinstance(k, slice) and idx.size == x.shape[ax] and (idx == np.arange(idx.size)).all():
-            continue
-        y = K.take(y, ax, idx, f"x[{_key_text(key)}]")
+    bounds = []
+    for ax, k in enumerate(axis_items):
+        n = x.shape[ax]
+        if isinstance(k, slice):
+            bounds.append(k.indices(n))
+        else:  # an int (the probe has range-checked it): a length-1 slice, its dim dropped by the reshape
+            i = int(k) + n if int(k) < 0 else int(k)
+            bounds.append((i, i + 1, 1))
+    y = slice_axes(x, bounds)
     return K.reshape(y, _shape(p))

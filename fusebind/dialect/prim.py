@@ -1,7 +1,7 @@
 """The `prim` dialect: primitive tensor ops over builtin ranked tensors.
 
 This module gathers the op classes (defined in `prim_elementwise`,
-`prim_division` and `prim_structured`, on the base in `prim_base`), builds `PRIM_OPS` (KIND →
+`prim_division`, `prim_structured` and `prim_layout`, on the base in `prim_base`), builds `PRIM_OPS` (KIND →
 class) and the `Prim` dialect, and registers every op in the op registry
 (`registry.py`) so the built-ins come first there. Adding an op means adding
 one class to one of those modules and listing it in its tuple there.
@@ -63,8 +63,9 @@ from fusebind.dialect.prim_structured import (
     matmul_shape,
     reduced_shape,
 )
+from fusebind.dialect.prim_layout import LAYOUT_OPS, SliceOp
 
-ALL_PRIM_OPS: tuple[type[PrimOp], ...] = ELEMENTWISE_OPS + DIVISION_OPS + STRUCTURED_OPS
+ALL_PRIM_OPS: tuple[type[PrimOp], ...] = ELEMENTWISE_OPS + DIVISION_OPS + STRUCTURED_OPS + LAYOUT_OPS
 
 PRIM_OPS: dict[str, type[PrimOp]] = {op.KIND: op for op in ALL_PRIM_OPS}
 
@@ -78,6 +79,6 @@ __all__ = [
     "ReductionOp", "ShapeOp", "NegOp", "AbsOp", "ReluOp", "ExpOp", "LogOp", "SqrtOp", "RsqrtOp", "TanhOp",
     "SigmoidOp", "ErfOp", "AddOp", "SubOp", "MulOp", "DivOp", "FloorDivOp", "RemOp", "MaxOp", "MinOp", "PowOp",
     "CompareOp", "SelectOp", "CastOp", "ReduceSumOp", "ReduceMaxOp", "ReduceMinOp", "ReduceMeanOp",
-    "BroadcastToOp", "ReshapeOp", "TransposeOp", "MatmulOp", "ConstantOp", "matmul_shape", "reduced_shape",
+    "BroadcastToOp", "ReshapeOp", "TransposeOp", "MatmulOp", "ConstantOp", "SliceOp", "matmul_shape", "reduced_shape",
     "IntegerPowerError", "KernelFormError",
 ]

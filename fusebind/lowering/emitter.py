@@ -5,7 +5,8 @@ fast-math functions called), with one method per op category: elementwise ops (t
 `scalar_body`) as `linalg.generic` with broadcasting maps (`elementwise`, and `elementwise_into`,
 which overwrites a dead operand); reductions as a fill + a reduction `linalg.generic`
 (`reduction`, and `map_reduce`, an elementwise op and its reduction in one loop); `transpose`,
-`reshape`, `broadcast_to`, `constant` and `matmul`. `emit_op` dispatches one op to its method;
+`reshape`, `broadcast_to`, `slice` (a subview, and a reversing map that fusion folds into its consumer),
+`constant` and `matmul`. `emit_op` dispatches one op to its method;
 float sums and means go to `accumulate.py` (blocked, accurate) instead.
 
 Must not: write a kernel's arguments or outputs, or check sizes (that is the driver, `emit.py`);
@@ -343,6 +344,67 @@ class Emitter:
         (p,), (v,) = self._bind_args(b, [x])
         return self._generic([x], maps, ["parallel"] * rank, shape, x.elem, [p], b, v, self.empty(shape, x.elem))
 
+    def slice(self, op: Any, x: Value, result_type: Any) -> Value:
+        """`prim.slice` as an index map, in two parts: the elements it reads, in forward order, as
+        `tensor.extract_slice` (bufferization makes it a strided `memref.subview` of its operand: no
+        copy, no loop), then a copy `linalg.generic` whose input map is `d -> (size - 1) - d` on a
+        dim of 2+ elements that walks backwards and `d` elsewhere. That generic's result map is the
+        identity, so upstream elementwise fusion folds the read into its consumer: no loop nest and
+        no buffer of its own. (One generic with the map `d * stride + start` cannot say every
+        slice: a `d`-only result expression makes linalg take the loop's range from the
+        *operand's* dim.)
+
+        With no reversed dim that copy is an identity generic, which canonicalization erases; that
+        is the point when every user reads through indexing maps (`_read_by_maps`). Otherwise (a
+        result, a reshape, a transpose...) the strided subview would be copied by `memref.copy`,
+        a call into MLIR's C runner library that kernels do not link; so the slice is then written
+        to a contiguous tensor by an explicit loop (`_gather_copy`)."""
+        starts, strides = ints(op_attr(op, "starts")), ints(op_attr(op, "strides"))
+        limits = ints(op_attr(op, "limits"))
+        sizes = [len(range(s, lim, k)) for s, lim, k in zip(starts, limits, strides)]
+        lows = [0 if n == 0 else s if k > 0 else s + (n - 1) * k for s, k, n in zip(starts, strides, sizes)]
+        steps = [abs(k) for k in strides]
+        rank = len(sizes)
+        flip = [k < 0 and n > 1 for k, n in zip(strides, sizes)]
+        whole = not any(isinstance(d, str) for d in x.shape) and [lows, sizes, steps] == [[0] * rank, x.shape,
+                                                                                           [1] * rank]
+        if whole and not any(flip):
+            return x
+        cur = x
+        if not whole:
+            name = self.fresh("r")
+            self.lines.append(f"{name} = tensor.extract_slice {x.name}[{', '.join(map(str, lows))}] "
+                              f"[{', '.join(map(str, sizes))}] [{', '.join(map(str, steps))}] : "
+                              f"{ttype(x.shape, x.elem)} to {ttype(sizes, x.elem)}")
+            cur = Value(name, list(sizes), x.elem)
+        if not any(flip) and not _read_by_maps(op):
+            return self._gather_copy(cur)
+        dims = ", ".join(f"d{j}" for j in range(rank))
+        res = ", ".join(f"d{j} * -1 + {n - 1}" if f else f"d{j}" for j, (f, n) in enumerate(zip(flip, sizes)))
+        maps = [f"affine_map<({dims}) -> ({res})>", f"affine_map<({dims}) -> ({dims})>"]
+        b = TextScalarBuilder(self.fresh, self.fastmath)
+        (p,), (v,) = self._bind_args(b, [cur])
+        shape: list[Dim] = list(sizes)
+        return self._generic([cur], maps, ["parallel"] * rank, shape, x.elem, [p], b, v, self.empty(shape, x.elem))
+
+    def _gather_copy(self, x: Value) -> Value:
+        """`x` copied into a fresh contiguous tensor by a loop that reads it with `tensor.extract`
+        at the loop's indices (a generic with no inputs: nothing for canonicalization to erase)."""
+        rank = len(x.shape)
+        dims = ", ".join(f"d{j}" for j in range(rank))
+        out, acc, t = self.fresh("r"), self.fresh("o"), ttype(x.shape, x.elem)
+        ivs = [self.fresh("i") for _ in range(rank)]
+        val = self.fresh("v")
+        iters = ", ".join(['"parallel"'] * rank)
+        self.lines.append(f"{out} = linalg.generic {{indexing_maps = [affine_map<({dims}) -> ({dims})>], "
+                          f"iterator_types = [{iters}]}} outs({self.empty(x.shape, x.elem)} : {t}) {{")
+        self.lines.append(f"^bb0({acc}: {storage(x.elem)}):")
+        self.lines.extend(f"  {iv} = linalg.index {j} : index" for j, iv in enumerate(ivs))
+        self.lines.append(f"  {val} = tensor.extract {x.name}[{', '.join(ivs)}] : {t}")
+        self.lines.append(f"  linalg.yield {val} : {storage(x.elem)}")
+        self.lines.append(f"}} -> {t}")
+        return Value(out, list(x.shape), x.elem)
+
     def constant(self, op: Any, result_type: Any) -> Value:
         arr = np.asarray(op.reference())
         elem = element_name(result_type)
@@ -374,6 +436,15 @@ class Emitter:
         return Value(out, shape, out_elem)
 
 
+def _read_by_maps(op: Any) -> bool:
+    """Every user of `op`'s result reads it through `linalg.generic` indexing maps (an elementwise
+    op, a reduction, a broadcast, a slice), so a strided view of it needs no copy."""
+    def by_maps(user: Any) -> bool:
+        kind = op_kind(user)
+        return hasattr(user, "scalar_body") or kind.startswith("reduce") or kind in ("broadcast_to", "slice")
+    return all(by_maps(use.operation) for use in op.results[0].uses)
+
+
 def _nested(arr: np.ndarray, fmt: Callable[[Any], str]) -> str:
     if arr.ndim == 0:
         return fmt(arr.item())
@@ -397,6 +468,8 @@ def emit_op(em: Emitter, op: Any, args: list[Value], axis_shift: int = 0) -> Val
         return em.reshape(op, args[0], rtype)
     if kind == "broadcast_to":
         return em.broadcast_to(op, args[0], rtype)
+    if kind == "slice":
+        return em.slice(op, args[0], rtype)
     if kind == "constant":
         return em.constant(op, rtype)
     if kind == "matmul":
