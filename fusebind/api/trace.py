@@ -20,6 +20,7 @@ kernels.
 from __future__ import annotations
 
 import inspect
+import re
 import threading
 from typing import Any, Callable, Sequence
 
@@ -92,7 +93,7 @@ def trace_graph(fn: Callable[..., Any], arrays: Sequence[np.ndarray], names: Seq
     block = graph.block
     for i, (a, n) in enumerate(zip(arrays, names)):
         arg = block.insert_arg(tensor_type(a.shape, elem_name(a.dtype)), len(block.args))
-        arg.name_hint = n if n.isidentifier() else None
+        arg.name_hint = _hint(n)
         kind = kinds[i] if i < len(kinds) else None
         if kind is not None:
             graph.weak[arg] = (kind, lambda args, i=i: args[i], n)
@@ -120,6 +121,14 @@ def trace_graph(fn: Callable[..., Any], arrays: Sequence[np.ndarray], names: Seq
     block.add_op(func_d.ReturnOp(*(r.value for r in results)))
     f = func_d.FuncOp(fn_name, (types, [r.value.type for r in results]), Region(block))
     return ModuleOp([f]), graph
+
+
+def _hint(name: str) -> str | None:
+    """An SSA name for an argument: a pytree leaf's path `p['w'][0]` shows as `%p_w_0`."""
+    if name.isidentifier():
+        return name
+    hint = "_".join(part for part in re.split(r"\W+", name) if part)
+    return hint if hint.isidentifier() else None
 
 
 def _result(graph: Graph, value: Any, index: int | None) -> Tracer:

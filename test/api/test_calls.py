@@ -245,3 +245,14 @@ def test_nested_out_and_unsortable_dict_keys_are_refused_clearly(object_cache) -
         _jit(lambda d: d[1] + d["a"], object_cache)({1: X, "a": Y})
     assert str(info.value) == ("fusebind: d is a dict whose keys cannot be sorted (1, 'a'); a pytree dict's "
                                "children are ordered by sorted key, as in JAX: use keys of one type (all str, say)")
+
+
+def test_plain_positional_calls_keep_the_fast_path_and_leaves_get_readable_names(object_cache) -> None:
+    f = _jit(lambda p, x=None: p["w"] * p["b"] if x is None else p * x + 1, object_cache)
+    np.testing.assert_allclose(f(X, Y), X * Y + 1)
+    assert f._fast is not None  # the call's arguments are the kernel's: the one-native-call route
+    np.testing.assert_allclose(f({"w": X, "b": Y}), X * Y)
+    assert f._fast is None  # a pytree call: its leaves are not the call's arguments
+    np.testing.assert_allclose(f(X, Y), X * Y + 1)
+    assert f._fast is not None
+    assert "%p_b: tensor<16xf32>" in f.mlir({"w": X, "b": Y}) and "%p_w" in f.mlir({"w": X, "b": Y})
