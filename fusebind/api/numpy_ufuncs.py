@@ -328,8 +328,8 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
         return call(ufunc, (a, b), kwargs, f"{name}.outer", strong=True)
     reasons = {"accumulate": "fusebind has no scan op; compute running results outside the jitted function",
                "reduceat": "fusebind has no segmented reduction; reduce slices with np.sum(x, axis) instead",
-               "at": "it writes into its operand in place, and traced arrays are immutable; build the result "
-                     "with fb.where or the operators instead"}
+               "at": "it writes into its operand in place, and traced arrays are immutable; use "
+                     "y = fb.at(x)[idx].add(v) for np.add.at (.mul / .min / .max / .set for the others)"}
     raise unsupported(graph, f"{name}.{method} is not supported on traced arrays: "
                              f"{reasons.get(method, 'unknown ufunc method')}")
 

@@ -291,7 +291,7 @@ def test_prim_ops_table_is_complete_and_consistent() -> None:
     expected = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "relu", "add", "sub", "mul",
                 "div", "floordiv", "rem", "max", "min", "pow", "compare", "select", "cast", "constant",
                 "broadcast_to", "reshape", "transpose", "reduce_sum", "reduce_max", "reduce_min", "reduce_mean",
-                "matmul"}
+                "matmul", "slice"}
     assert set(prim.PRIM_OPS) == expected
     for kind, cls in prim.PRIM_OPS.items():
         assert cls.name == f"prim.{kind}" and cls.KIND == kind
