@@ -12,24 +12,14 @@ import fusebind as fb
 from fusebind.api.trace import trace_graph
 from fusebind.dialect import interpret
 
+from api_trace_helpers import interp, same
+
 X = np.arange(12, dtype=np.float32).reshape(3, 4) - 5.5
 XI = np.arange(12, dtype=np.int64).reshape(3, 4) * 3 - 7
 XNAN = X.copy()
 XNAN[1, 1] = np.nan
 
 NUMPY = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}
-
-
-def interp(fn, *arrays):
-    module, graph = trace_graph(fn, arrays, [f"a{i}" for i in range(len(arrays))], "t")
-    hidden = [cap.array() for cap, _ in graph.captures.values()]
-    return interpret(module, *arrays, *hidden)
-
-
-def same(got, want):
-    got = np.asarray(got)
-    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
-    np.testing.assert_array_equal(got, want)
 
 
 def numpy_update(method, x, idx, v):
