@@ -20,13 +20,13 @@ from xdsl.ir import Operation
 from fusebind.compiler.graph import DataflowGraph
 from fusebind.compiler.matching import Candidate, MatchState, Rejection, Rule, in_block_order, op_kind
 from fusebind.compiler.regions import inlined_constant
-from fusebind.dialect.prim import BroadcastToOp, ElementwiseOp, MatmulOp, PowOp, ReductionOp, SliceOp
+from fusebind.dialect.prim import BroadcastToOp, ElementwiseOp, MatmulOp, PowOp, ReductionOp
 
 
 def is_fusable_elementwise(op: Operation) -> bool:
     """An op a synthesized elementwise region may hold: elementwise, broadcast
-    or slice (constants are cloned in by the region builder instead). A
-    slice is an index map: lowered as a strided subview of its operand and,
+    or an index map (`INDEX_MAP`: slice, gather, concat; constants are cloned
+    in by the region builder instead). A slice is an index map: lowered as a strided subview of its operand and,
     for a reversed dim, a copy generic that upstream elementwise fusion
     folds into its consumer (lowering/emitter.py), so in a region it costs
     neither a loop nor a buffer.
@@ -39,7 +39,7 @@ def is_fusable_elementwise(op: Operation) -> bool:
     if isinstance(op, PowOp) and not (op.kernel_computable() and (not op.is_integer()
                                                                    or inlined_constant(op.rhs.owner))):
         return False
-    return isinstance(op, (ElementwiseOp, BroadcastToOp, SliceOp))
+    return isinstance(op, (ElementwiseOp, BroadcastToOp)) or bool(getattr(type(op), "INDEX_MAP", False))
 
 
 def synthesized_name(prefix: str, ops: tuple[Operation, ...]) -> str:

@@ -79,6 +79,10 @@ class PrimOp(IRDLOperation):
     # (its `__name__`, e.g. "add"; None: none). The API and the ufunc table are generated from these.
     API_NAME: ClassVar[str | None] = None
     NUMPY_UFUNC: ClassVar[str | None] = None
+    # An index map: the op only reads its operands' elements at other positions (slice, gather,
+    # concat). Inside a fused region it lowers to a read that elementwise fusion folds into its
+    # consumer (a region prologue, no buffer); the fusion rules and the lowering ask this fact.
+    INDEX_MAP: ClassVar[bool] = False
 
     # --- facts -----------------------------------------------------------
     def flops(self) -> float | None:

@@ -64,6 +64,7 @@ class SliceOp(ShapeOp):
 
     name = "prim.slice"
     KIND: ClassVar[str] = "slice"
+    INDEX_MAP: ClassVar[bool] = True
     starts = prop_def(DenseArrayBase)
     limits = prop_def(DenseArrayBase)
     strides = prop_def(DenseArrayBase)

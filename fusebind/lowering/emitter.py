@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fusebind.dialect.prim_structured import TransposeOp, reduced_shape
-from fusebind.lowering import accumulate
+from fusebind.lowering import accumulate, emit_concat, emit_gather, emit_scatter
 from fusebind.lowering.linalg_types import (Dim, Value, broadcast_dims, element_name, flag, ints, op_attr, op_kind,
                                             shape_of, storage, ttype)
 from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder, is_float
@@ -59,6 +59,14 @@ class Emitter:
             name = f"%idx{k}"
             self.index_consts[k] = name
         return self.index_consts[k]
+
+    def checked_index(self, b: TextScalarBuilder, raw: str, size: Dim, what: str) -> str:
+        """The kernel ABI's error channel (docs/KERNEL-ABI.md): `raw` (an i64 value of `b`) as an
+        `index` in [0, size): a negative one counts from the end, as numpy's; one outside
+        [-size, size) is clamped (the read stays in the array) and reported in the kernel's status
+        memref, which the runtime turns into `fb.IndexOutOfBounds` after the call. `what` names the
+        checked axis for that message ("axis 0 of prim.gather"). Not built yet."""
+        raise ScalarEmitError(f"{what}: a traced index needs the kernel error channel, which is not built yet")
 
     def empty(self, shape: Sequence[Dim], elem: str) -> str:
         name = self.fresh("e")
@@ -441,7 +449,8 @@ def _read_by_maps(op: Any) -> bool:
     op, a reduction, a broadcast, a slice), so a strided view of it needs no copy."""
     def by_maps(user: Any) -> bool:
         kind = op_kind(user)
-        return hasattr(user, "scalar_body") or kind.startswith("reduce") or kind in ("broadcast_to", "slice")
+        return (hasattr(user, "scalar_body") or kind.startswith("reduce") or kind == "broadcast_to"
+                or bool(getattr(type(user), "INDEX_MAP", False)))
     return all(by_maps(use.operation) for use in op.results[0].uses)
 
 
@@ -470,6 +479,12 @@ def emit_op(em: Emitter, op: Any, args: list[Value], axis_shift: int = 0) -> Val
         return em.broadcast_to(op, args[0], rtype)
     if kind == "slice":
         return em.slice(op, args[0], rtype)
+    if kind in emit_gather.KINDS:
+        return emit_gather.emit(em, op, args, rtype)
+    if kind in emit_concat.KINDS:
+        return emit_concat.emit(em, op, args, rtype)
+    if kind in emit_scatter.KINDS:
+        return emit_scatter.emit(em, op, args, rtype)
     if kind == "constant":
         return em.constant(op, rtype)
     if kind == "matmul":

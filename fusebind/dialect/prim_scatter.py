@@ -1,0 +1,7 @@
+"""`prim.scatter` (placeholder: not built yet)."""
+
+from __future__ import annotations
+
+from fusebind.dialect.prim_base import PrimOp
+
+SCATTER_OPS: tuple[type[PrimOp], ...] = ()
