@@ -5,20 +5,21 @@ np.linalg forms).
 
 Each computes its positions with numpy itself on an index array (np.roll of
 np.arange(n), np.delete of np.arange(n), ...), so the positions and the
-errors are numpy's, then gathers them (numpy_kernels.take: exact, refused
-above GATHER_LIMIT). Positions must be known when tracing: a traced shift,
-repeat count or index is refused.
+errors are numpy's, then gathers them (numpy_kernels.take: one prim.gather
+by constant indices, an index map that fuses into its consumer). Positions
+must be known when tracing: a traced shift or repeat count is refused.
 
 Implementations take the probe first (maybe None), then the numpy function's arguments.
 np.take_along_axis, np.choose and np.pad work the same way on constant
 indices. Traced indices (take_along_axis, choose) are accepted only when
 their values are an argument's (reshaped, transposed or broadcast at most):
 a call-time check (Graph.checks) raises numpy's error for an out-of-range
-one before the kernel runs, which then gathers by a masked max
-(numpy_kernels.take_along_last). Computed traced indices are refused.
+one before the kernel runs, which then gathers (prim.take_along, numpy_kernels.take_along).
+Computed traced indices are refused while the kernel cannot check them
+(numpy_kernels.COMPUTED_INDICES).
 
-Must not: gather by traced positions whose range is not checked: a kernel
-cannot raise yet, and an out-of-range index must raise, not give a value.
+Must not: gather by traced positions whose range is not checked: an
+out-of-range index must raise, not give a value.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ def tracer(graph: Graph, v: Any) -> Tracer:
 
 def _static(graph: Graph, v: Any, what: str) -> None:
     if isinstance(v, Tracer):
-        raise unsupported(graph, f"{what}: positions must be known when tracing (a traced value needs a gather op, "
-                                 "which fusebind does not have)")
+        raise unsupported(graph, f"{what}: positions must be known when tracing (they decide the result's shape or "
+                                 "the gathered positions); pass a Python value or a numpy array")
 
 
 def _positions(graph: Graph, fn: Any, what: str) -> np.ndarray:
@@ -237,43 +238,8 @@ def diag(p: Probe | None, v: Any, k: int = 0) -> Tracer:
 
 
 # ---------------------------------------------------------------- take_along_axis, choose, pad
-def argument_of(graph: Graph, t: Tracer) -> int | None:
-    """The position of the jitted function's argument whose values are exactly t's values
-    (t is it, or a reshape / transpose / broadcast / int64 widening of it), or None (t is
-    computed, or a captured array)."""
-    from xdsl.ir import BlockArgument
-
-    from fusebind.dialect import prim
-
-    v = t.value
-    while not isinstance(v, BlockArgument):
-        owner = v.owner
-        if isinstance(owner, (prim.ReshapeOp, prim.TransposeOp, prim.BroadcastToOp)):
-            if 0 in owner.results[0].type.get_shape():
-                return None  # an empty broadcast reads none of its values: numpy checks none
-            v = owner.operands[0]
-        elif isinstance(owner, prim.CastOp) and (str(owner.operands[0].type.element_type),
-                                                 str(owner.results[0].type.element_type)) == ("i32", "i64"):
-            v = owner.operands[0]
-        else:
-            return None
-    if v.owner is not graph.block or any(c.value is v for _, c in graph.captures.values()):
-        return None
-    return v.index
-
-
-def range_check(graph: Graph, position: int, lo: int, hi: int, error: Any) -> Any:
-    """A call-time check that argument #position holds values in [lo, hi); else raises
-    error(first bad value, where: the argument named)."""
-    fn_name = graph.fn_name
-
-    def check(args: Any) -> None:
-        a = np.asarray(args[position])
-        bad = (a < lo) | (a >= hi)
-        if bad.any():
-            first = a.reshape(-1)[int(np.flatnonzero(bad.reshape(-1))[0])]
-            raise error(first, f"in argument #{position} of '{fn_name}'")
-    return check
+argument_of = K.argument_of  # shared with at.py (fb.at by traced indices)
+range_check = K.range_check
 
 
 def _index_argument(graph: Graph, idx: Tracer, what: str) -> int:
@@ -288,11 +254,10 @@ def _index_argument(graph: Graph, idx: Tracer, what: str) -> int:
 
 
 def _traced_take_along(x: Tracer, idx: Tracer, axis: Any) -> Tracer:
-    """take_along_axis by traced indices read from an argument: checked at call time, then
-    gathered by a masked max (numpy_kernels.take_along_last)."""
+    """take_along_axis by traced indices: one prim.take_along (numpy_kernels.take_along: read from
+    an argument, they are checked at call time; computed ones are refused)."""
     graph = x.graph
     what = "numpy.take_along_axis"
-    position = _index_argument(graph, idx, what)
     if idx.dtype.kind != "i":
         raise K.from_numpy_error(graph, IndexError("`indices` must be an integer array"), what)
     if axis is None:
@@ -301,14 +266,7 @@ def _traced_take_along(x: Tracer, idx: Tracer, axis: Any) -> Tracer:
         (ax,) = K.normalize_axes(graph, axis, x.ndim)
     if idx.ndim != x.ndim:
         raise value_error(graph, f"{what}: `indices` and `arr` must have the same number of dimensions")
-    from fusebind.dialect.errors import IndexOutOfBounds
-
-    n, prefix = x.shape[ax], K.prefix(graph)
-    graph.checks.append(range_check(graph, position, -n, n, lambda i, where: IndexOutOfBounds(
-        f"{prefix}{what}: index {i} is out of bounds for axis {ax} with size {n} ({where})")))
-    perm = [i for i in range(x.ndim) if i != ax] + [ax]
-    r = K.take_along_last(K.transpose(x, perm), K.transpose(idx, perm), what)
-    return K.transpose(r, list(np.argsort(perm)))
+    return K.take_along(x, ax, idx, what)
 
 
 def take_along_axis(p: Probe | None, arr: Any, indices: Any, axis: Any = -1) -> Tracer:

@@ -26,10 +26,6 @@ from fusebind.api.errors import (
 from fusebind.dialect.errors import IndexOutOfBounds
 from fusebind.api.tracer import SUPPORTED, Graph, Tracer, cast  # noqa: F401 (cast: re-exported)
 
-#: the largest intermediate a gather by static indices may build (elements): a
-#: gather is a masked max over the indexed axis, so it costs len(indices) x that axis
-GATHER_LIMIT = 1 << 24
-
 
 # ---------------------------------------------------------------- errors
 def prefix(graph: Graph | None) -> str:
@@ -259,38 +255,152 @@ def arg_reduce(kind: str, x: Tracer, axis: int, keepdims: bool) -> Tracer:
 
 
 # ---------------------------------------------------------------- gathers
-def take(x: Tracer, axis: int, idx: np.ndarray, what: str) -> Tracer:
-    """np.take(x, idx, axis) for static indices, normalized to 0..n-1; an index
-    of -1 takes no element and gives the lowest value of the dtype (the
-    identity of max, which the concatenation in numpy_joins combines with).
+#: kept for at.py's one-hot scatter bound (a scatter is still built from selects); gathers have no limit
+GATHER_LIMIT = 1 << 24
 
-    There is no gather op: out[..., j, ...] is the max over the axis of
-    x where the axis position equals idx[j], else the lowest value of the dtype.
-    At most one element survives each max, so the result is exact (-0.0 and NaN
-    included); it costs x.size * idx.size, hence GATHER_LIMIT."""
+#: whether a traced index computed inside the function (not read from an argument) is accepted:
+#: its range can only be checked in the kernel (Emitter.checked_index, the kernel error channel)
+COMPUTED_INDICES = False
+
+
+def argument_of(graph: Graph, t: Tracer) -> int | None:
+    """The position of the jitted function's argument whose values are exactly t's values
+    (t is it, or a reshape / transpose / broadcast / int64 widening of it), or None (t is
+    computed, or a captured array)."""
+    from xdsl.ir import BlockArgument
+
+    from fusebind.dialect import prim
+
+    v = t.value
+    while not isinstance(v, BlockArgument):
+        owner = v.owner
+        if isinstance(owner, (prim.ReshapeOp, prim.TransposeOp, prim.BroadcastToOp)):
+            if 0 in owner.results[0].type.get_shape():
+                return None  # an empty broadcast reads none of its values: numpy checks none
+            v = owner.operands[0]
+        elif isinstance(owner, prim.CastOp) and (str(owner.operands[0].type.element_type),
+                                                 str(owner.results[0].type.element_type)) == ("i32", "i64"):
+            v = owner.operands[0]
+        else:
+            return None
+    if v.owner is not graph.block or any(c.value is v for _, c in graph.captures.values()):
+        return None
+    return v.index
+
+
+def range_check(graph: Graph, position: int, lo: int, hi: int, error: Any) -> Any:
+    """A call-time check that argument #position holds values in [lo, hi); else raises
+    error(first bad value, where: the argument named)."""
+    fn_name = graph.fn_name
+
+    def check(args: Any) -> None:
+        a = np.asarray(args[position])
+        bad = (a < lo) | (a >= hi)
+        if bad.any():
+            first = a.reshape(-1)[int(np.flatnonzero(bad.reshape(-1))[0])]
+            raise error(first, f"in argument #{position} of '{fn_name}'")
+    return check
+
+
+def traced_indices(x: Tracer, axis: int, idx: Tracer, what: str) -> tuple[Tracer, bool]:
+    """Traced indices of `x`'s `axis`, as i32 / i64, and whether they are in bounds by a call-time
+    check: indices read from an argument get one (its error names the argument and the first bad
+    index, numpy's IndexError as fb.IndexOutOfBounds); computed ones are refused unless the kernel
+    checks them (COMPUTED_INDICES)."""
     graph = x.graph
+    if idx.dtype.kind not in "ib":
+        raise from_numpy_error(graph, IndexError("arrays used as indices must be of integer (or boolean) type"), what)
+    if idx.dtype == np.bool_:
+        idx = cast(idx, np.int64)  # numpy reads a bool index array of take as 0 / 1
+    position = argument_of(graph, idx)
+    if position is None:
+        if COMPUTED_INDICES:
+            return idx, False
+        raise unsupported(graph, f"{what} with traced indices computed inside the function: fusebind cannot check "
+                                 "their range inside a kernel yet, and an out-of-range index must raise rather "
+                                 "than give a value; pass the indices as an argument of the jitted function "
+                                 "(reshaped, transposed or broadcast at most: checked before each call) or as a "
+                                 "constant")
+    n, pre = x.shape[axis], prefix(graph)
+    graph.checks.append(range_check(graph, position, -n, n, lambda i, where: IndexOutOfBounds(
+        f"{pre}{what}: index {i} is out of bounds for axis {axis} with size {n} ({where})")))
+    return idx, True
+
+
+def gather(x: Tracer, axis: int, idx: Tracer | np.ndarray, what: str) -> Tracer:
+    """np.take(x, idx, axis=axis) (mode raise) for a normalized `axis`: the one gather the
+    others build on (advanced indexing, take, take_along_axis...). `idx` is a static integer
+    array (checked now: an index outside [-n, n) raises fb.IndexOutOfBounds with numpy's
+    message, prefixed by `what`) or a traced integer tracer (checked at call time when read
+    from an argument, see `traced_indices`). Result shape: x.shape[:axis] + idx.shape +
+    x.shape[axis+1:]. One `prim.gather`, an index map that fuses into its consumer."""
+    from fusebind.dialect.prim_gather import GatherOp
+
+    graph = x.graph
+    if isinstance(idx, Tracer):
+        idx, checked = traced_indices(x, axis, idx, what)
+        out_shape = x.shape[:axis] + idx.shape + x.shape[axis + 1:]
+        if math.prod(out_shape) == 0 and x.shape[axis] != 0:
+            return full(graph, 0, x.dtype, out_shape)
+        return graph.add(GatherOp(x.value, idx.value, axis, in_bounds=checked))
+    from fusebind.dialect.prim_gather import check_range
+
     n = x.shape[axis]
+    raw = np.asarray(idx)
+    if raw.dtype.kind not in "iub":
+        raise from_numpy_error(graph, IndexError("arrays used as indices must be of integer (or boolean) type"), what)
+    try:
+        pos = check_range(raw, axis, n)
+    except IndexOutOfBounds as err:
+        raise IndexOutOfBounds(f"{prefix(graph)}{what}: {err}") from None
+    out_shape = x.shape[:axis] + pos.shape + x.shape[axis + 1:]
+    if math.prod(out_shape) == 0:
+        return full(graph, 0, x.dtype, out_shape)
+    if pos.ndim == 1 and np.array_equal(pos, np.arange(n)):
+        return x
+    if n == 1:  # every index is 0: a broadcast along the new index dims
+        return broadcast_to(reshape(x, x.shape[:axis] + (1,) * pos.ndim + x.shape[axis + 1:]), out_shape)
+    small = np.int32 if n <= np.iinfo(np.int32).max else np.int64  # half the index bytes
+    return graph.add(GatherOp(x.value, constant(graph, pos.astype(small), small).value, axis))
+
+
+def take(x: Tracer, axis: int, idx: np.ndarray, what: str) -> Tracer:
+    """np.take(x, idx, axis) for static indices normalized to 0..n-1, where an index of -1
+    takes no element and gives the lowest value of the dtype (the identity of max, which the
+    concatenation in numpy_joins combines with; pad and diag replace it after). A gather of
+    the other positions, and a select where the index is -1."""
     idx = np.asarray(idx, dtype=np.int64)
     out_shape = x.shape[:axis] + idx.shape + x.shape[axis + 1:]
-    if idx.size == 0 or math.prod(out_shape) == 0:
+    if math.prod(out_shape) == 0:
+        return full(x.graph, 0, x.dtype, out_shape)
+    hole = idx == -1
+    if not hole.any():
+        return gather(x, axis, idx, what)
+    if hole.all():
+        return full(x.graph, lowest(x.dtype), x.dtype, out_shape)
+    picked = gather(x, axis, np.where(hole, 0, idx), what)
+    lane = (1,) * axis + idx.shape + (1,) * (x.ndim - axis - 1)
+    return select(constant(x.graph, hole.reshape(lane), np.bool_), like(x, lowest(x.dtype)), picked)
+
+
+def take_along(x: Tracer, axis: int, idx: Tracer, what: str) -> Tracer:
+    """np.take_along_axis(x, idx, axis) for traced integer indices of x's rank and a normalized
+    axis (the other dims broadcast, numpy 2): one `prim.take_along`, checked as `gather` checks."""
+    from fusebind.dialect.prim_gather import TakeAlongOp
+
+    graph = x.graph
+    idx, checked = traced_indices(x, axis, idx, what)
+    out_shape = check_broadcast(graph, x.shape[:axis] + (1,) + x.shape[axis + 1:],
+                                idx.shape[:axis] + (1,) + idx.shape[axis + 1:])
+    out_shape = out_shape[:axis] + (idx.shape[axis],) + out_shape[axis + 1:]
+    if math.prod(out_shape) == 0 and x.shape[axis] != 0:
         return full(graph, 0, x.dtype, out_shape)
-    if idx.ndim == 1 and np.array_equal(idx, np.arange(n)):
-        return x
-    if n == 1 and (idx == 0).all():  # a broadcast along the new index dims
-        y = reshape(x, x.shape[:axis] + (1,) * idx.ndim + x.shape[axis + 1:])
-        return broadcast_to(y, out_shape)
-    work = x.size * idx.size
-    if work > GATHER_LIMIT:
-        raise unsupported(graph, f"{what} needs a gather of {idx.size} of the {n} positions of axis {axis}; "
-                                 "fusebind has no gather op, and building it from a masked max would compute "
-                                 f"{work} elements (the limit is {GATHER_LIMIT}); index outside the jitted "
-                                 "function instead")
-    k = idx.ndim
-    rest = x.ndim - axis - 1
-    xe = reshape(x, x.shape[:axis] + (1,) * k + x.shape[axis:])
-    mask = (idx[..., None] == np.arange(n)).reshape((1,) * axis + idx.shape + (n,) + (1,) * rest)
-    picked = select(constant(graph, mask, np.bool_), xe, like(x, lowest(x.dtype)))
-    return reduce("max", picked, (axis + k,), keepdims=False)
+    return graph.add(TakeAlongOp(x.value, idx.value, axis, in_bounds=checked))
+
+
+def take_along_last(x: Tracer, idx: Tracer, what: str) -> Tracer:
+    """np.take_along_axis(x, idx, axis=-1) for traced integer indices (see take_along)."""
+    return take_along(x, x.ndim - 1, idx, what)
 
 
 # ---------------------------------------------------------------- matmul
@@ -362,33 +472,3 @@ def gufunc(name: str, xs: Sequence[Tracer], what: str, axis: int = -1) -> Tracer
         return reshape(r, r.shape[:-1])
     r = matmul(reshape(a, a.shape[:-1] + (1, n_a)), b, name)
     return reshape(r, r.shape[:-2] + r.shape[-1:])
-
-
-def take_along_last(x: Tracer, idx: Tracer, what: str) -> Tracer:
-    """np.take_along_axis(x, idx, axis=-1) for traced integer indices that the caller has
-    checked to lie in [-n, n) (a call-time check: a kernel cannot raise yet). A masked max
-    like `take` (exact: one element survives each max), costing result size x n, hence
-    GATHER_LIMIT."""
-    from fusebind.dialect.prim import AddOp
-
-    graph = x.graph
-    n = x.shape[-1]
-    batch = check_broadcast(graph, x.shape[:-1], idx.shape[:-1])
-    k = idx.shape[-1]
-    out_shape = batch + (k,)
-    if math.prod(out_shape) == 0:
-        return full(graph, 0, x.dtype, out_shape)
-    work = math.prod(out_shape) * n
-    if work > GATHER_LIMIT:
-        raise unsupported(graph, f"{what} needs a gather of {math.prod(out_shape)} elements from an axis of {n}; "
-                                 "fusebind has no gather op, and building it from a masked max would compute "
-                                 f"{work} elements (the limit is {GATHER_LIMIT}); index outside the jitted "
-                                 "function instead")
-    i = cast(idx, np.int64)
-    i = select(compare("lt", i, constant(graph, 0, np.int64)), op(AddOp, i, constant(graph, n, np.int64)), i)
-    hit = compare("eq", reshape(i, i.shape + (1,)), constant(graph, np.arange(n, dtype=np.int64), np.int64))
-    xe = reshape(x, x.shape[:-1] + (1, n))
-    picked = select(hit, xe, like(x, lowest(x.dtype)))
-    if picked.shape != out_shape + (n,):
-        picked = broadcast_to(picked, out_shape + (n,))
-    return reduce("max", picked, (len(out_shape),), keepdims=False)
