@@ -31,7 +31,7 @@ HANDLERS: dict[str, str] = {
     "ufunc_reduce": "(ufunc, inputs, kwargs): ufunc.reduce (numpy_reductions.ufunc_reduce)",
     "function": "(func, args, kwargs): a numpy function call (numpy_dispatch.call)",
     "array_function": "(func, types, args, kwargs): NEP 18 (numpy_dispatch.array_function)",
-    "getitem": "(x, key): x[key] (numpy_shapes.getitem)",
+    "getitem": "(x, key): x[key] (numpy_indexing.getitem)",
     "no_value": "(x, what): the error for what needs a traced array's values (numpy_dispatch.no_value)",
     "attribute": "(x, name): another ndarray attribute (numpy_dispatch.attribute)",
     "has_attribute": "(name): whether ndarray has it (numpy_dispatch.has_attribute)",

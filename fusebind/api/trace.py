@@ -29,7 +29,7 @@ from xdsl.dialects import func as func_d
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Region
 
-from fusebind.api import numpy_dispatch, numpy_reductions, numpy_shapes, numpy_ufuncs
+from fusebind.api import numpy_dispatch, numpy_indexing, numpy_reductions, numpy_shapes, numpy_ufuncs
 from fusebind.api.capture import scalar_kind
 from fusebind.api.errors import UnsupportedOperation
 from fusebind.api.handlers import NUMPY
@@ -41,7 +41,7 @@ from fusebind.dialect.types import tensor_type
 NUMPY.install(
     binop=numpy_ufuncs.binop, inplace=numpy_ufuncs.inplace, unary=numpy_ufuncs.unary_operator,
     ufunc=numpy_ufuncs.call, array_ufunc=numpy_ufuncs.array_ufunc, ufunc_reduce=numpy_reductions.ufunc_reduce,
-    function=numpy_dispatch.call, array_function=numpy_dispatch.array_function, getitem=numpy_shapes.getitem,
+    function=numpy_dispatch.call, array_function=numpy_dispatch.array_function, getitem=numpy_indexing.getitem,
     no_value=numpy_dispatch.no_value, attribute=numpy_dispatch.attribute,
     has_attribute=numpy_dispatch.has_attribute,
 )

@@ -15,11 +15,13 @@ FLOPS_PER_ELEMENT of a reduction counts per *input* element; matmul counts
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-from xdsl.dialects.builtin import DenseArrayBase, DenseIntOrFPElementsAttr, TensorType, UnitAttr
+from xdsl.dialects.builtin import (DenseArrayBase, DenseIntOrFPElementsAttr, Float32Type, Float64Type, TensorType,
+                                   UnitAttr)
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import irdl_op_definition, opt_prop_def, operand_def, prop_def, result_def, traits_def
 from xdsl.parser import Parser
@@ -417,8 +419,35 @@ class ConstantOp(PrimOp):
         value = parser.parse_attribute()
         if not isinstance(value, DenseIntOrFPElementsAttr):
             parser.raise_error(f"prim.constant: expected a dense elements attribute, found {value}", pos, parser.pos)
+        value = _float_bits(value, parser.lexer.input.content[pos:parser.pos])
         attrs = parser.parse_optional_attr_dict()
         return cls.create(result_types=[value.type], properties={"value": value}, attributes=attrs)
+
+
+_HEX = re.compile(r"0x[0-9A-Fa-f]+")
+_SCALAR = re.compile(r"0x[0-9A-Fa-f]+|[-+]?(?:inf|nan|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+
+
+def _float_bits(value: DenseIntOrFPElementsAttr, text: str) -> DenseIntOrFPElementsAttr:
+    """`value` with each hex literal of a float dense attribute read as MLIR reads it: the bit
+    pattern of the element (`0xff800000` is -inf in f32). xDSL prints non-finite floats that way
+    but parses the literal as an integer value (4286578688.0), so without this a printed and
+    re-parsed constant holding -inf or nan would silently change value. A hex blob in quotes
+    (`dense<"0x...">`) is parsed correctly by xDSL and left alone."""
+    elem = value.type.get_element_type()
+    body = text.split(":", 1)[0]
+    if not isinstance(elem, (Float32Type, Float64Type)) or '"' in body or not _HEX.search(body):
+        return value
+    bits = np.uint32 if isinstance(elem, Float32Type) else np.uint64
+    fdt = np.float32 if isinstance(elem, Float32Type) else np.float64
+    out = [float(np.array(int(tok, 16), dtype=bits).view(fdt)) if tok.startswith("0x") else float(tok)
+           for tok in _SCALAR.findall(body.split("<", 1)[1])]
+    n = len(value.get_values())
+    if len(out) == 1:  # a splat
+        out *= n
+    if len(out) != n:  # not a form this reader knows: keep xDSL's reading
+        return value
+    return DenseIntOrFPElementsAttr.from_list(value.type, out)
 
 
 STRUCTURED_OPS: tuple[type[PrimOp], ...] = (

@@ -95,3 +95,30 @@ def test_examples_parse_and_round_trip() -> None:
     for path in files:
         text = print_module(parse_module(path.read_text()))
         assert print_module(parse_module(text)) == text
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_non_finite_constants_survive_print_and_parse(dtype) -> None:
+    """xDSL prints -inf / inf / nan as hex bit patterns (`dense<0xff800000>`) but read such a
+    literal back as an integer value (-inf became 4286578688.0): a silent wrong answer on every
+    printed-and-reparsed module (arm 0, fusebind-opt). The parser reads the bits, as MLIR does."""
+    from fusebind.api.trace import trace_graph
+
+    x = np.array([1.0, -2.0, 3.0], dtype)
+
+    def f(v):
+        return v + np.array([-np.inf, np.nan, np.inf], dtype), np.maximum(v, -np.inf) * 1.5
+
+    module, graph = trace_graph(f, [x], ["x"], "f")
+    hidden = [cap.array() for cap, _ in graph.captures.values()]
+    text = print_module(module)
+    assert "0x" in text  # the printed form this guards
+    again = parse_module(text)
+    assert print_module(again) == text
+    for got, want in zip(interpret(again, x, *hidden), f(x)):
+        np.testing.assert_array_equal(got, want)
+    splat = parse_module(f"""func.func @g() -> tensor<3x{'f32' if dtype == np.float32 else 'f64'}> {{
+  %c = prim.constant dense<{'0xff800000' if dtype == np.float32 else '0xfff0000000000000'}> : tensor<3x{'f32' if dtype == np.float32 else 'f64'}>
+  func.return %c : tensor<3x{'f32' if dtype == np.float32 else 'f64'}>
+}}""")
+    np.testing.assert_array_equal(interpret(splat)[0], np.full(3, -np.inf, dtype))
