@@ -98,6 +98,41 @@ class PrimOp(IRDLOperation):
     def result_shape(self) -> Shape:
         return shape_of(self.results[0].type)
 
+    def describe(self, operands: Sequence[str] = ()) -> str:
+        """A short phrase for `explain` (`operands`: how to name the operands). The default is
+        the op's KIND, its operands and its properties (`gather x, idx axis 0`); normalized slice
+        bounds (`starts`/`limits`/`strides`) read as numpy's subscript (`slice x[1:5:2, :]`).
+        An op class may override it with its own wording."""
+        def subscript(start: int, limit: int, step: int, n: int | None) -> str:
+            """One dim of `x[...]`, numpy's defaults left out (`:`, `1:5:2`, `::-1`)."""
+            if start < 0:  # a negative stride's start of -1: the empty range
+                return "0:0"
+            first, past = (0, n) if step > 0 else (None if n is None else n - 1, -1)
+            text = ("" if start == first else str(start)) + ":" + ("" if limit == past else str(limit))
+            return text + ("" if step == 1 else f":{step}")
+
+        names = list(operands) or [f"#{i}" for i in range(len(self.operands))]
+        props = {k: v for k, v in self.properties.items() if k not in self.KEYWORD_PROPS}
+        if {"starts", "limits", "strides"} <= props.keys() and self.operands:
+            bounds = zip(*(int_list_values(props.pop(k)) for k in ("starts", "limits", "strides")))
+            dims = shape_of(self.operands[0].type)
+            names[0] += "[" + ", ".join(subscript(s, l, k, n) for (s, l, k), n in zip(bounds, dims)) + "]"
+        words = [self.KIND, *(str(self.properties[k].data) for k in self.KEYWORD_PROPS  # type: ignore[attr-defined]
+                              if isinstance(self.properties.get(k), StringAttr))]
+        text = " ".join(words) + (" " + ", ".join(names) if names else "")
+        for key, value in props.items():
+            if isinstance(value, UnitAttr):
+                text += f" {key}"
+            elif isinstance(value, DenseArrayBase):
+                text += f" {key} [{', '.join(str(v) for v in int_list_values(value))}]"
+            elif isinstance(value, IntegerAttr):
+                text += f" {key} {value.value.data}"
+            elif isinstance(value, StringAttr):
+                text += f" {key} {value.data}"
+            else:
+                text += f" {key} {value}"
+        return text
+
     # --- shape inference: the ONE rule per op ---------------------------------
     @classmethod
     def infer_shape(cls, *operand_shapes: Shape, **props: Any) -> Shape:

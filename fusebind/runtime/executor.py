@@ -382,13 +382,17 @@ class Executor:
                  (plan.machine or self.machine).describe()]
         if not plan.decisions:
             lines.append("no fused regions: every op runs as a primitive")
-        lines += describe_decisions(plan.decisions)
+        prologues = self._prologues(arrays)
+        for d in plan.decisions:
+            first, *rest = describe_decisions([d])
+            lines += [first, *_take(prologues, d.name), *rest]
         for d in self.decisions:
             if getattr(d, "verdict", "fused") != "fused":
                 lines.append("gate/fusion: " + d.remark().removeprefix("remark: "))
         for name in plan.pending:
             lines.append(f"region @{name}: not fused yet, its ops run as primitives (counted as arm 0): "
                          + self._compile_state(name))
+            lines += _take(prologues, name)
         for canonical, record in self.compiler.records.items():
             if record.error:
                 lines.append(f"compile of @{record.name} failed: {record.error}")
@@ -398,6 +402,45 @@ class Executor:
                              f"bound for id {record.fused_id}")
         lines += [f"note: {n}" for n in plan.notes]
         return "\n".join(lines)
+
+    def _prologues(self, arrays: Sequence[np.ndarray]) -> dict[str, list[list[str]]]:
+        """Per fused region name (a list: one entry per region of that name, in order), its
+        index-map prologues (ops whose
+        `INDEX_MAP` fact is set: slices, gathers, concats, read in place by the consumer) as
+        `  prologue: <op.describe(operand names)> (index map, no copy)` lines."""
+        from fusebind.dialect.fused import RegionOp
+
+        func = self.optimized_func(self.session.table, tuple(a.shape for a in arrays))
+        outer = {id(a): n for a, n in zip(func.body.blocks[0].args, self.arg_names)}
+        found: dict[str, list[list[str]]] = {}
+        for region in func.walk():
+            if not isinstance(region, RegionOp):
+                continue
+            block = region.body.blocks[0]
+            names = {id(a): outer.get(id(v)) or v.name_hint or f"#{i}"
+                     for i, (a, v) in enumerate(zip(block.args, region.operands))}
+
+            def name_of(value: Any) -> str:
+                if id(value) in names:
+                    return names[id(value)]
+                owner = getattr(value, "owner", None)
+                if getattr(owner, "INDEX_MAP", False):  # a chain of index maps: name the inner one
+                    return f"({owner.describe([name_of(v) for v in owner.operands])})"
+                return f"({getattr(owner, 'KIND', getattr(owner, 'name', '?'))} result)"
+
+            lines: list[str] = []
+            found.setdefault(region.region_name, []).append(lines)
+            for op in block.ops:
+                if getattr(op, "INDEX_MAP", False):
+                    lines.append(f"  prologue: {op.describe([name_of(v) for v in op.operands])} "
+                                 "(index map, no copy)")
+        return found
+
+
+def _take(prologues: dict[str, list[list[str]]], name: str) -> list[str]:
+    """The prologue lines of the next region called `name` (none when there is no such region)."""
+    queue = prologues.get(name)
+    return queue.pop(0) if queue else []
 
 
 def _check_machine_choice(machine: Any) -> MachineModel | str | None:

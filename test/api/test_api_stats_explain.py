@@ -229,3 +229,61 @@ def test_the_choice_names_the_trust_kind(object_cache, trust: str) -> None:
     adopt(region, writer(2.0, calls), CostEstimate(c.flops, c.bytes, c.ns / 2, trust))  # type: ignore[arg-type]
     np.testing.assert_array_equal(f(x), np.full(N, 2, np.float32))
     assert f", {trust}) -- the cheapest priced row that fits" in f.explain(x)
+
+
+# --------------------------------------------------------------------------- prologues (issue 13)
+
+def test_explain_shows_slices_as_region_prologues(object_cache) -> None:
+    """Each index-map op (INDEX_MAP) of a fused region is a prologue line under its region's
+    header, worded as numpy's subscript of the argument it reads; np.split pieces too."""
+    def f(x, y):
+        a, b = np.split(x[1:5:2, :], 2, axis=1)
+        return (a * 2.0 + y[::-1, ::2]) - b
+
+    f_jit = fb.jit(f, cache=object_cache)
+    x = np.arange(24, dtype=np.float32).reshape(6, 4)
+    y = RNG.standard_normal((2, 4)).astype(np.float32)
+    np.testing.assert_allclose(f_jit(x, y), f(x, y), rtol=1e-6)
+    assert f_jit.stats.fused_calls == 1
+    text = f_jit.explain(x, y)
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("region @"))
+    assert lines[head + 1:head + 5] == [
+        "  prologue: slice x[1:5:2, :] (index map, no copy)",
+        "  prologue: slice (slice x[1:5:2, :])[:, :2] (index map, no copy)",
+        "  prologue: slice (slice x[1:5:2, :])[:, 2:] (index map, no copy)",
+        "  prologue: slice y[::-1, ::2] (index map, no copy)",
+    ], text
+    assert lines[head + 5].startswith("  arm 0 (primitives): "), text
+
+
+def test_explain_without_index_maps_has_no_prologue(object_cache) -> None:
+    f = fb.jit(exp_plus_one, cache=object_cache)
+    x = vector()
+    f(x)
+    assert "prologue" not in f.explain(x)
+
+
+def test_describe_default_words_kind_operands_and_props() -> None:
+    """PrimOp.describe: KIND, operand names, properties; slice bounds as numpy's subscript
+    (numpy's defaults left out, a negative stride's -1 limit is 'past the front')."""
+    from fusebind.dialect import parse_module
+
+    text = """func.func @m(%x: tensor<6x4xf32>, %y: tensor<6x4xf32>) -> tensor<2x4xf32> {
+  %s = prim.slice %x {starts = [5, 3], limits = [0, -1], strides = [-2, -1]} : tensor<6x4xf32> -> tensor<3x4xf32>
+  %t = prim.slice %x {starts = [0, 1], limits = [6, 3], strides = [1, 1]} : tensor<6x4xf32> -> tensor<6x2xf32>
+  %r = prim.reduce_sum %y {axes = [1], keepdims} : tensor<6x4xf32> -> tensor<6x1xf32>
+  %c = prim.compare lt %x, %y : (tensor<6x4xf32>, tensor<6x4xf32>) -> tensor<6x4xi1>
+  %e = prim.slice %x {starts = [-1, 0], limits = [-1, 4], strides = [-1, 1]} : tensor<6x4xf32> -> tensor<0x4xf32>
+  %o = prim.slice %x {starts = [1, 0], limits = [5, 4], strides = [2, 1]} : tensor<6x4xf32> -> tensor<2x4xf32>
+  func.return %o : tensor<2x4xf32>
+}"""
+    ops = list(parse_module(text).walk())
+    by_name = {op.results[0].name_hint: op for op in ops if op.results and op.results[0].name_hint}
+    assert by_name["s"].describe(["x"]) == "slice x[:0:-2, ::-1]"
+    assert by_name["t"].describe(["x"]) == "slice x[:, 1:3]"
+    assert by_name["o"].describe(["x"]) == "slice x[1:5:2, :]"
+    assert by_name["e"].describe(["x"]) == "slice x[0:0, :]"
+    assert by_name["r"].describe(["y"]) == "reduce_sum y axes [1] keepdims"
+    assert by_name["c"].describe(["x", "y"]) == "compare lt x, y"
+    assert by_name["c"].describe() == "compare lt #0, #1"
