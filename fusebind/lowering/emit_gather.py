@@ -1,13 +1,111 @@
-"""The lowering of `prim.gather` inside a fused region (placeholder: not built yet)."""
+"""The lowering of `prim.gather` / `prim.take_along` inside a fused region: an index map.
+
+One `linalg.generic` per op whose output map is the identity: it reads the index tensor through
+its indexing map (gather: the result dims `axis .. axis + idx.rank - 1`; take_along: every
+result dim, a broadcast one read at 0) and the operand `x` with `tensor.extract` at
+`(d..., i, d...)`, `i` the normalized index. Because the result map is the identity and the
+read of `x` is in the body, upstream elementwise fusion folds the op into its consumer: the
+region has no loop nest and no buffer for the gather (an embedding lookup feeding a sum is one
+loop that reads the rows it needs).
+
+The index `i`:
+- indices that are a `prim.constant` (known when compiling) were range-checked by the verifier:
+  only a negative one needs `i + n`, no runtime check;
+- `in_bounds` indices were checked by the caller before the call: normalized, and clamped to
+  [0, n) so that a broken promise still reads inside `x` (no error report needed);
+- any other index goes through `em.checked_index` (the kernel ABI's error channel): until that
+  exists it raises ScalarEmitError, so the region fails the capability gate and runs arm 0.
+
+Must not: import `emitter` (it imports this module); use `em`'s methods and `linalg_types`.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fusebind.lowering.scalar_text import ScalarEmitError
+import numpy as np
 
-KINDS: frozenset[str] = frozenset()
+from fusebind.lowering.linalg_types import Dim, Value, flag, ints, op_attr, op_kind, storage, ttype
+from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder
+
+KINDS: frozenset[str] = frozenset({"gather", "take_along"})
+
+
+def _axis(op: Any) -> int:
+    value = op_attr(op, "axis")
+    got = getattr(value, "value", None)
+    if got is not None:
+        return int(got.data)
+    return int(ints(value)[0])
+
+
+def _constant_indices(op: Any) -> np.ndarray | None:
+    owner = op.operands[1].owner
+    if getattr(type(owner), "KIND", None) == "constant":  # (a block argument's owner is a Block)
+        return np.asarray(owner.reference())
+    return None
+
+
+def _size_i64(em: Any, b: TextScalarBuilder, size: Dim) -> str:
+    if isinstance(size, int):
+        return b.constant(size, "i64")
+    return b._op(f"arith.index_cast {size} : index to i64", "i64")
+
+
+def _index(em: Any, op: Any, b: TextScalarBuilder, raw: str, size: Dim, axis: int) -> str:
+    """The `index` value that reads `x` for the i64 index `raw` (see the module docstring)."""
+    const = _constant_indices(op)
+    in_bounds = op_attr(op, "in_bounds") is not None and flag(op_attr(op, "in_bounds"))
+    if const is None and not in_bounds:
+        return em.checked_index(b, raw, size, f"axis {axis} of {op.name}")
+    if const is None or (const < 0).any():
+        n = _size_i64(em, b, size)
+        neg = b.compare("lt", raw, b.constant(0, "i64"))
+        raw = b.select(neg, b.add(raw, n), raw)
+        if in_bounds and const is None:  # the caller's promise, kept safe: never read outside x
+            zero = b.constant(0, "i64")
+            last = b._op(f"arith.subi {n}, {b.constant(1, 'i64')} : i64", "i64")
+            raw = b._op(f"arith.minsi {b._op(f'arith.maxsi {raw}, {zero} : i64', 'i64')}, {last} : i64", "i64")
+    return b._op(f"arith.index_cast {raw} : i64 to index", "index")
 
 
 def emit(em: Any, op: Any, args: list[Any], result_type: Any) -> Any:
-    raise ScalarEmitError(f"{op.name}: no lowering yet")
+    x, idx = args
+    kind = op_kind(op)
+    axis = _axis(op)
+    r = len(x.shape)
+    if kind == "gather":
+        m = len(idx.shape)
+        shape: list[Dim] = list(x.shape[:axis]) + list(idx.shape) + list(x.shape[axis + 1:])
+        idx_res = [f"d{axis + j}" for j in range(m)]
+        x_dims: list[int | None] = [j for j in range(axis)] + [None] + [axis + m + j for j in range(r - axis - 1)]
+        x_zero = [False] * r
+    else:
+        if len(idx.shape) != r:
+            raise ScalarEmitError(f"{op.name}: indices of rank {len(idx.shape)} for an operand of rank {r}")
+        shape = []
+        for j, (a, c) in enumerate(zip(x.shape, idx.shape)):
+            shape.append(c if j == axis or a == 1 else a)
+        idx_res = [("0" if (c == 1 and shape[j] != 1) else f"d{j}") for j, c in enumerate(idx.shape)]
+        x_dims = [None if j == axis else j for j in range(r)]
+        x_zero = [j != axis and a == 1 and shape[j] != 1 for j, a in enumerate(x.shape)]
+    rank = len(shape)
+    dims = ", ".join(f"d{j}" for j in range(rank))
+    maps = [f"affine_map<({dims}) -> ({', '.join(idx_res)})>", f"affine_map<({dims}) -> ({dims})>"]
+    b = TextScalarBuilder(em.fresh, em.fastmath)
+    (p,), (iv,) = em._bind_args(b, [idx])
+    raw = b.cast(iv, "i64")
+    at = _index(em, op, b, raw, x.shape[axis], axis)
+    coords = []
+    for j, d in enumerate(x_dims):
+        if d is None:
+            coords.append(at)
+        elif x_zero[j]:
+            coords.append(b._op("arith.constant 0 : index", "index"))
+        else:
+            coords.append(b._op(f"linalg.index {d} : index", "index"))
+    val = b._op(f"tensor.extract {x.name}[{', '.join(coords)}] : {ttype(x.shape, x.elem)}", storage(x.elem))
+    if x.elem == "i1":  # the generic yields the storage type; _generic extends an i1 result itself
+        val = b._op(f"arith.trunci {val} : i8 to i1", "i1")
+    em.called |= b.called
+    return em._generic([idx], maps, ["parallel"] * rank, shape, x.elem, [p], b, val, em.empty(shape, x.elem))
