@@ -13,7 +13,7 @@ index, shapes that do not broadcast, float indices).
 
 How it is built: the basic part is one slice; then the advanced axes move to the front. All
 constant: numpy computes the flat positions into those axes and one `np.take` gathers them. Any
-traced: `np.take` along the first advanced axis, then one `np.take_along_axis` per further axis
+traced: a gather along the first advanced axis, then one `np.take_along_axis` per further axis
 (each checks its own axis' range, so an out-of-range index raises instead of landing in a
 neighbouring row, as a flat index would).
 
@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from fusebind.api import numpy_kernels as K
 from fusebind.api import numpy_shapes
 from fusebind.api.numpy_kernels import unsupported
 from fusebind.api.numpy_probe import probe
@@ -137,7 +138,8 @@ def getitem(x: Tracer, key: Any) -> Tracer:
         r = np.take(np.reshape(yt, (math.prod(sizes),) + rest), flat, axis=0)
     else:
         nb = len(batch)
-        r = np.take(yt, np.broadcast_to(arrays[0], batch), axis=0)  # batch + sizes[1:] + rest
+        first_idx = arrays[0] if tuple(arrays[0].shape) == batch else np.broadcast_to(arrays[0], batch)
+        r = K.gather(yt, 0, first_idx, "indexing")  # batch + sizes[1:] + rest
         for a in arrays[1:]:
             idx = np.reshape(np.broadcast_to(a, batch), batch + (1,) * (r.ndim - nb))
             r = np.take_along_axis(r, idx, axis=nb)

@@ -201,9 +201,6 @@ def full_like(p: Probe | None, a: Any, fill_value: Any, dtype: Any = None, order
 # ---------------------------------------------------------------- indexing
 def take(p: Probe | None, a: Any, indices: Any, axis: Any = None, out: Any = None, mode: str = "raise") -> Tracer:
     graph = K.graph_of(a, indices)
-    if isinstance(indices, Tracer):
-        raise unsupported(graph, "numpy.take with traced indices needs a gather op, which fusebind does not have; "
-                                 "the indices must be known when tracing (Python ints, lists or numpy arrays)")
     if out is not None:
         raise unsupported(graph, "numpy.take(..., out=...) cannot write into an array inside a traced function")
     x = tracer(graph, a)
@@ -211,6 +208,14 @@ def take(p: Probe | None, a: Any, indices: Any, axis: Any = None, out: Any = Non
         x, ax = K.reshape(x, (x.size,)), 0
     else:
         (ax,) = K.normalize_axes(graph, axis, x.ndim)
+    if isinstance(indices, Tracer):
+        if mode != "raise":
+            raise unsupported(graph, f"numpy.take(mode={mode!r}) with traced indices is not supported; use "
+                                     "mode='raise' (the default), or clip / wrap the indices with np.clip or %")
+        if not np.issubdtype(indices.dtype, np.integer):
+            raise K.from_numpy_error(graph, TypeError(f"Cannot cast array data from dtype('{indices.dtype}') to "
+                                                      "dtype('int64') according to the rule 'safe'"), "numpy.take")
+        return K.gather(x, ax, indices, "numpy.take")
     try:
         idx = np.take(np.arange(x.shape[ax]), indices, mode=mode)  # numpy's wrap / clip / raise, and its errors
     except Exception as exc:  # noqa: BLE001
