@@ -42,12 +42,16 @@ from xdsl.utils.exceptions import VerifyException
 from fusebind.dialect.errors import IndexOutOfBounds, ShapeInferenceError
 from fusebind.dialect.prim_base import PrimOp, cast_result
 from fusebind.dialect.prim_structured import ConstantOp, ShapeOp
-from fusebind.dialect.types import Shape, elem_of, shape_of, tensor_type
+from fusebind.dialect.types import Shape, elem_of, numpy_dtype, shape_of, tensor_type
 
 Value = SSAValue | Operation
 
 #: the element types an index tensor may have
 INDEX_TYPES = ("i32", "i64")
+
+#: the index bytes the reference moves per index byte (see IndexedOp.reference_index_passes):
+#: 3 compares, an or, an any, a compare / add / where for the negatives, and the take's own read
+REFERENCE_INDEX_PASSES = 10
 
 
 def out_of_bounds_message(index: int, axis: int, size: int) -> str:
@@ -91,6 +95,27 @@ class IndexedOp(ShapeOp):
         if in_bounds:
             props["in_bounds"] = UnitAttr()
         super().__init__(operands=[x, idx], result_types=[tensor_type(out, elem_of(x.type))], properties=props)
+
+    def gathered_bytes(self, operand: int) -> int | None:
+        """Bytes this op reads of operand #operand if that is `x` (one element per result
+        element: a gather reads what it picks, not all of x); None for the indices or a dynamic
+        shape (compiler/cost.py asks)."""
+        shape = self.result_shape()
+        if operand != 0 or any(d is None for d in shape):
+            return None
+        return int(np.prod(shape, dtype=np.int64)) * numpy_dtype(elem_of(self.x.type)).itemsize
+
+    def reference_index_passes(self, operand: int) -> int:
+        """How many times the reference (arm 0) moves the index operand's bytes: the range check
+        and the normalization make ~10 passes on numpy temporaries (`check_range`), the take one;
+        a constant index is checked when compiling (compiler/cost.py asks)."""
+        return 1 if operand != 1 or constant_indices(self) is not None else REFERENCE_INDEX_PASSES
+
+    def region_alone(self) -> bool:
+        """A gather by traced indices is compiled in a region even with no elementwise neighbour
+        (the fusion rules ask this): its kernel reads only the rows it needs. One by constant
+        indices (a lone flip, roll, pad...) runs its reference: no compile for a copy."""
+        return constant_indices(self) is None
 
     def is_in_bounds(self) -> bool:
         """The caller promises every index is in [-n, n) (it checked them before the call)."""
