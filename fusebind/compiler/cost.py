@@ -252,9 +252,47 @@ def _op_flops(op: Any) -> float | None:
     return flops()
 
 
+# Gathers (an op with `gathered_bytes`, prim.gather / prim.take_along) read only the elements they
+# pick: an embedding table of 50k rows read for 8 rows costs 8 rows, not the table.
+def _gathered(op: Any, operand: int) -> int | None:
+    """Bytes `op` reads of its operand #operand when it is a gather's data operand, else None."""
+    fn = getattr(op, "gathered_bytes", None)
+    return fn(operand) if fn is not None else None
+
+
+def _op_bytes(op: Any) -> int | None:
+    """Bytes one unfused op moves: its operands (what a gather reads of its data) and results,
+    plus the extra passes a gather's reference makes over its indices (`reference_index_passes`:
+    the range check and normalization run on numpy temporaries before the take)."""
+    total = _boundary_bytes(op.results)
+    if total is None:
+        return None
+    for k, operand in enumerate(op.operands):
+        nbytes = _gathered(op, k)
+        if nbytes is None:
+            nbytes = _value_bytes(operand)
+            if nbytes is None:
+                return None
+            nbytes *= max(1, int(getattr(op, "reference_index_passes", lambda i: 1)(k)))
+        total += nbytes
+    return total
+
+
+def _arg_read_bytes(operand: Any, arg: Any) -> int | None:
+    """Bytes a region reads of one operand: all of it, or, when every use of its block argument
+    is a gather's data operand, the elements those gathers pick (at most the whole operand)."""
+    whole = _value_bytes(operand)
+    uses = list(getattr(arg, "uses", ()))
+    picked = [_gathered(u.operation, u.index) for u in uses]
+    if not uses or any(p is None for p in picked):
+        return whole
+    return min(sum(picked), whole) if whole is not None else sum(picked)  # type: ignore[arg-type]
+
+
 def compose_region_cost(region: Any, machine: MachineModel) -> Cost:
     """Layer-1 cost of a `fused.region`: its body's flops, its boundary bytes
-    (operands + results) and one launch, as a roofline. Any dynamic shape or
+    (operands + results; an operand only gathered from counts the elements picked)
+    and one launch, as a roofline. Any dynamic shape or
     an op that cannot count its flops gives UNKNOWN_COST."""
     flops = 0.0
     for op in region.body.block.ops:
@@ -262,16 +300,21 @@ def compose_region_cost(region: Any, machine: MachineModel) -> Cost:
         if op_flops is None:
             return UNKNOWN_COST
         flops += op_flops
-    nbytes = _boundary_bytes([*region.operands, *region.results])
+    nbytes = _boundary_bytes(region.results)
     if nbytes is None:
         return UNKNOWN_COST
+    for operand, arg in zip(region.operands, region.body.block.args):
+        read = _arg_read_bytes(operand, arg)
+        if read is None:
+            return UNKNOWN_COST
+        nbytes += read
     ns = machine.roofline_ns(flops, nbytes) + machine.launch_ns
     return CostEstimate(float(flops), float(nbytes), ns, "composed")
 
 
 def compose_primitives_cost(ops: Iterable[Any], machine: MachineModel) -> Cost:
     """The unfused cost of `ops`: each is its own launch reading its operands
-    and writing its results. Compare it with `compose_region_cost`."""
+    (a gather: what it picks, `_op_bytes`) and writing its results. Compare it with `compose_region_cost`."""
     total = CostEstimate(0.0, 0.0, 0.0, "composed")
     for op in ops:
         op_flops = _op_flops(op)
@@ -279,7 +322,7 @@ def compose_primitives_cost(ops: Iterable[Any], machine: MachineModel) -> Cost:
             return UNKNOWN_COST
         if op_flops == 0.0 and (op.name.endswith(".yield") or op.name == "func.return"):
             continue
-        nbytes = _boundary_bytes([*op.operands, *op.results])
+        nbytes = _op_bytes(op)
         if nbytes is None:
             return UNKNOWN_COST
         ns = machine.roofline_ns(op_flops, nbytes) + machine.launch_ns
