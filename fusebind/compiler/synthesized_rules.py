@@ -20,6 +20,7 @@ from xdsl.ir import Operation
 from fusebind.compiler.graph import DataflowGraph
 from fusebind.compiler.matching import Candidate, MatchState, Rejection, Rule, in_block_order, op_kind
 from fusebind.compiler.regions import inlined_constant
+from fusebind.compiler.scatter_rule import scatter_regions
 from fusebind.dialect.prim import BroadcastToOp, ElementwiseOp, MatmulOp, PowOp, ReductionOp
 
 
@@ -207,7 +208,7 @@ def _elementwise(state: MatchState) -> list[Candidate]:
         members.setdefault(groups.find(op), []).append(op)
     out: list[Candidate] = []
     for ops_list in members.values():
-        if len(ops_list) < 2:
+        if len(ops_list) < 2 and not getattr(ops_list[0], "region_alone", lambda: False)():  # a lone gather
             continue
         ops = in_block_order(state, ops_list)
         out.append(Candidate("elementwise", synthesized_name("ew_", ops), ops))
@@ -219,4 +220,5 @@ SYNTHESIZED_RULES: tuple[Rule, ...] = (
     Rule("matmul-epilogue", None, _matmul_epilogue),
     Rule("reduction", None, _reduction_fusion),
     Rule("elementwise", None, _elementwise),
+    Rule("scatter", None, lambda state: scatter_regions(state, is_fusable_elementwise, synthesized_name)),
 )
