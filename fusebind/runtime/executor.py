@@ -405,35 +405,33 @@ class Executor:
 
     def _prologues(self, arrays: Sequence[np.ndarray]) -> dict[str, list[list[str]]]:
         """Per fused region name (a list: one entry per region of that name, in order), its
-        index-map prologues (ops whose
-        `INDEX_MAP` fact is set: slices, gathers, concats, read in place by the consumer) as
-        `  prologue: <op.describe(operand names)> (index map, no copy)` lines."""
+        index-map prologues (ops whose `INDEX_MAP` fact is set: slices, gathers, concats, read in
+        place by their consumer) as `  prologue: <op.describe(operand names)> (index map, no copy)`.
+        An operand is named by the argument it is, else by the op that makes it: an index map by
+        its own phrase (a chain reads `slice (slice x[1:, :])[::-1, :]`), another op by its KIND."""
         from fusebind.dialect.fused import RegionOp
 
         func = self.optimized_func(self.session.table, tuple(a.shape for a in arrays))
-        outer = {id(a): n for a, n in zip(func.body.blocks[0].args, self.arg_names)}
+        names = {id(a): n for a, n in zip(func.body.blocks[0].args, self.arg_names)}
+        for region in func.walk():  # a region's block argument stands for its operand
+            if isinstance(region, RegionOp):
+                names.update({id(a): v for a, v in zip(region.body.blocks[0].args, region.operands)})
+
+        def name_of(value: Any) -> str:
+            named = names.get(id(value))
+            if named is not None:
+                return named if isinstance(named, str) else name_of(named)
+            owner = getattr(value, "owner", None)
+            if getattr(owner, "INDEX_MAP", False):
+                return f"({owner.describe([name_of(v) for v in owner.operands])})"
+            return f"({getattr(owner, 'KIND', getattr(owner, 'name', '?'))} result)"
+
         found: dict[str, list[list[str]]] = {}
         for region in func.walk():
-            if not isinstance(region, RegionOp):
-                continue
-            block = region.body.blocks[0]
-            names = {id(a): outer.get(id(v)) or v.name_hint or f"#{i}"
-                     for i, (a, v) in enumerate(zip(block.args, region.operands))}
-
-            def name_of(value: Any) -> str:
-                if id(value) in names:
-                    return names[id(value)]
-                owner = getattr(value, "owner", None)
-                if getattr(owner, "INDEX_MAP", False):  # a chain of index maps: name the inner one
-                    return f"({owner.describe([name_of(v) for v in owner.operands])})"
-                return f"({getattr(owner, 'KIND', getattr(owner, 'name', '?'))} result)"
-
-            lines: list[str] = []
-            found.setdefault(region.region_name, []).append(lines)
-            for op in block.ops:
-                if getattr(op, "INDEX_MAP", False):
-                    lines.append(f"  prologue: {op.describe([name_of(v) for v in op.operands])} "
-                                 "(index map, no copy)")
+            if isinstance(region, RegionOp):
+                found.setdefault(region.region_name, []).append([
+                    f"  prologue: {op.describe([name_of(v) for v in op.operands])} (index map, no copy)"
+                    for op in region.body.blocks[0].ops if getattr(op, "INDEX_MAP", False)])
         return found
 
 
