@@ -32,9 +32,11 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-from xdsl.dialects.builtin import DenseArrayBase
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, TensorType, i64
 from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import irdl_op_definition, prop_def
+from xdsl.irdl import irdl_op_definition, prop_def, result_def, var_operand_def
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
 
 from fusebind.dialect.errors import ShapeInferenceError
 from fusebind.dialect.prim_base import PrimOp, cast_result, int_list, int_list_values
@@ -122,4 +124,80 @@ class SliceOp(ShapeOp):
         return cast_result(self, np.ascontiguousarray(x[key]))
 
 
-LAYOUT_OPS: tuple[type[PrimOp], ...] = (SliceOp,)
+@irdl_op_definition
+class ConcatOp(ShapeOp):
+    """np.concatenate(xs, axis) of one or more operands of one element type (see the module docstring)."""
+
+    name = "prim.concat"
+    KIND: ClassVar[str] = "concat"
+    INDEX_MAP: ClassVar[bool] = True
+    x = var_operand_def(TensorType)  # replaces ShapeOp's single operand: one or more
+    result = result_def(TensorType)
+    axis = prop_def(IntegerAttr)
+
+    def __init__(self, xs: Sequence[Value], axis: int):
+        xs = [SSAValue.get(v) for v in xs]
+        if not xs:
+            raise ShapeInferenceError(f"{self.name}: needs at least one operand")
+        out = type(self).infer_shape(*(shape_of(v.type) for v in xs), axis=axis)
+        super().__init__(operands=[xs], result_types=[tensor_type(out, elem_of(xs[0].type))],
+                         properties={"axis": IntegerAttr(int(axis), i64)})
+
+    def axis_value(self) -> int:
+        return int(self.axis.value.data)
+
+    def shape_props(self) -> dict[str, Any]:
+        return {"axis": self.axis_value()}
+
+    @classmethod
+    def infer_shape(cls, *operand_shapes: Shape, **props: Any) -> Shape:
+        """Every dim but `axis` of the first operand (all operands agree there), and the sum of the
+        operands' sizes along `axis` (dynamic if one of them is)."""
+        axis = int(props["axis"])
+        if not operand_shapes:
+            raise ShapeInferenceError(f"{cls.name}: needs at least one operand")
+        first = operand_shapes[0]
+        rank = len(first)
+        if not 0 <= axis < rank:
+            raise ShapeInferenceError(f"{cls.name}: axis {axis} is out of range for rank-{rank} operands "
+                                      f"(expected 0 <= axis < {rank})")
+        out: list[int | None] = list(first)
+        for i, shape in enumerate(operand_shapes[1:], 1):
+            if len(shape) != rank:
+                raise ShapeInferenceError(f"{cls.name}: operand {i} has rank {len(shape)}, operand 0 has rank {rank}")
+            for d, (n, m) in enumerate(zip(first, shape)):
+                if d == axis:
+                    continue
+                if n is not None and m is not None and n != m:
+                    raise ShapeInferenceError(f"{cls.name}: operand {i} has size {m} in dim {d}, operand 0 has size "
+                                              f"{n} (only dim {axis}, the axis, may differ)")
+                if out[d] is None:
+                    out[d] = m
+        sizes = [s[axis] for s in operand_shapes]
+        out[axis] = None if any(n is None for n in sizes) else sum(sizes)  # type: ignore[arg-type]
+        return tuple(out)
+
+    def _elems_agree(self) -> str:
+        elems = [self._elem(v, "operand") for v in self.x]
+        for i, e in enumerate(elems[1:], 1):
+            if e != elems[0]:
+                raise VerifyException(f"{self.name}: operand {i} element type {e} differs from operand 0 element "
+                                      f"type {elems[0]}")
+        r = self._elem(self.result, "result")
+        if r != elems[0]:
+            raise VerifyException(f"{self.name}: result element type {r} differs from operand element type {elems[0]}")
+        return r
+
+    def verify_op(self) -> None:
+        if not self.x:
+            raise VerifyException(f"{self.name}: needs at least one operand")
+        self._check_inferred(self._elems_agree())
+
+    def _print_props(self, printer: Printer) -> None:
+        printer.print_string(f" {{axis = {self.axis_value()}}}")
+
+    def reference(self, *arrays: np.ndarray) -> np.ndarray:
+        return cast_result(self, np.concatenate([np.asarray(a) for a in arrays], axis=self.axis_value()))
+
+
+LAYOUT_OPS: tuple[type[PrimOp], ...] = (SliceOp, ConcatOp)
