@@ -2,12 +2,11 @@
 *stack family, np.append, np.split / array_split / hsplit / vsplit / dsplit,
 np.unstack, and np.linalg.multi_dot.
 
-There is no concatenate op. A piece is placed at its offset by a gather
-(numpy_kernels.take) whose other positions hold the dtype's lowest value,
-and the pieces are combined by maximum (logical or for bool): every output
-element has exactly one piece that is not the lowest value there, so the
-result is exact, NaN and -0.0 included. This costs (output length x piece
-length) per piece, so long axes are refused (numpy_kernels.GATHER_LIMIT).
+A join is one `prim.concat` of the pieces that are not empty along the axis
+(numpy's checks and messages first, then numpy's dtype promotion by casts):
+no size limit, and in a fused region it is an index map folded into its
+consumer (lowering/emit_concat.py). stack / *stack / append / column_stack
+reshape their pieces first (views), as numpy does.
 A split (and unstack) is one `prim.slice` per piece (numpy_shapes.slice_axes):
 no size limit, and in a fused region the slice is an index map folded into
 its consumer.
@@ -29,7 +28,7 @@ from fusebind.api.numpy_linalg import dot, strong
 from fusebind.api.numpy_probe import Probe
 from fusebind.api.numpy_shapes import slice_axes
 from fusebind.api.tracer import Graph, Tracer
-from fusebind.dialect import prim
+from fusebind.dialect.prim_layout import ConcatOp
 
 
 def _pieces(graph: Graph, arrays: Sequence[Any], dtype: Any, casting: str, what: str) -> list[Tracer]:
@@ -68,18 +67,7 @@ def _join(graph: Graph, ts: list[Tracer], axis: int, what: str) -> Tracer:
     if len(live) <= 1:
         shape = first.shape[:ax] + (total,) + first.shape[ax + 1:]
         return K.reshape(live[0], shape) if live else K.full(graph, 0, first.dtype, shape)
-    out = None
-    offset = 0
-    for t in ts:
-        m = t.shape[ax]
-        if m:
-            idx = np.arange(total) - offset
-            idx[(idx < 0) | (idx >= m)] = -1  # no element here: the lowest value, which the max ignores
-            part = K.take(t, ax, idx, what)
-            out = part if out is None else (K.logical_or(out, part) if part.dtype == np.bool_
-                                            else K.op(prim.MaxOp, out, part))
-        offset += m
-    return out  # type: ignore[return-value]
+    return graph.add(ConcatOp([t.value for t in live], ax))
 
 
 def concatenate(p: Probe | None, arrays: Sequence[Any], /, axis: Any = 0, out: Any = None, *, dtype: Any = None,
