@@ -54,7 +54,10 @@ exp, log, sqrt, tanh = GENERATED["exp"], GENERATED["log"], GENERATED["sqrt"], GE
 #: once here: creation (numpy_creation) and the gathers, which are numpy's function (on traced arrays, its
 #: dispatch to numpy_gathers); outside a traced function each is numpy's own answer
 NUMPY_NAMED: dict[str, Any] = {n: getattr(numpy_creation, n) for n in numpy_creation.NAMES}
-NUMPY_NAMED.update({n: getattr(np, n) for n in ("take_along_axis", "choose", "pad")})
+NUMPY_NAMED.update({n: getattr(np, n) for n in (
+    "take", "take_along_axis", "choose", "pad", "concatenate", "stack", "hstack", "vstack", "split", "array_split",
+    "flip", "roll", "tile", "repeat", "broadcast_to", "expand_dims", "squeeze", "moveaxis", "swapaxes", "ravel",
+    "reshape", "tril", "triu", "diag", "diagonal", "trace")})
 COMPOSITES.update({n: f"numpy.{n}" for n in NUMPY_NAMED})
 #: the functional updates (at.py), JAX's form; on numpy arrays, numpy's update of a copy
 NUMPY_NAMED.update(at=_at, put_along_axis=_put_along_axis)

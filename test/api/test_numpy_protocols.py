@@ -299,15 +299,18 @@ def test_signed_zeros_and_nan_survive_sign_and_indexing() -> None:
         np.testing.assert_array_equal(np.signbit(g), np.signbit(w))
 
 
-def test_indexing_that_needs_a_gather_op_is_refused_clearly() -> None:
-    # (x[1:] on 8192 elements was refused here until basic indexing became prim.slice: test_indexing.py)
+def test_a_traced_mask_and_assignment_are_refused_clearly() -> None:
+    # (x[1:] and x[idx] were refused here until prim.slice and prim.gather: test_indexing.py,
+    # test_advanced_indexing.py)
     def g(x):
         return x[x > 0]
 
     with pytest.raises(fb.UnsupportedOperation) as info:
         fb.jit(g)(V)
-    assert str(info.value) == ("fusebind: in 'g': indexing with a traced array needs a gather op, which fusebind "
-                               "does not have; use fb.where(mask, x, other) to select elements")
+    assert str(info.value) == ("fusebind: in 'g': indexing with a traced boolean mask gives a shape that depends on "
+                               "its values; select with fb.where(mask, x, other), or update with "
+                               "fb.at(x)[mask].set(v); a mask known when tracing (a numpy array or fb.constant) "
+                               "indexes as numpy's")
 
     def h(x):
         x[0] = 1.0
