@@ -175,27 +175,6 @@ class ArrayMethods:
     def flatten(self, order: str = "C") -> Any:
         return NUMPY.function(np.ravel, (self, order), {})
 
-    def take(self, *args: Any, **kwargs: Any) -> Any:
-        return NUMPY.function(np.take, (self, *args), kwargs)
-
-    def repeat(self, *args: Any, **kwargs: Any) -> Any:
-        return NUMPY.function(np.repeat, (self, *args), kwargs)
-
-    def ravel(self, *args: Any, **kwargs: Any) -> Any:
-        return NUMPY.function(np.ravel, (self, *args), kwargs)
-
-    def squeeze(self, *args: Any, **kwargs: Any) -> Any:
-        return NUMPY.function(np.squeeze, (self, *args), kwargs)
-
-    def swapaxes(self, *args: Any, **kwargs: Any) -> Any:
-        return NUMPY.function(np.swapaxes, (self, *args), kwargs)
-
-    def diagonal(self, *args: Any, **kwargs: Any) -> Any:
-        return NUMPY.function(np.diagonal, (self, *args), kwargs)
-
-    def trace(self, *args: Any, **kwargs: Any) -> Any:
-        return NUMPY.function(np.trace, (self, *args), kwargs)
-
     def copy(self, order: str = "K") -> "Tracer":
         return self
 
