@@ -70,7 +70,7 @@ def test_gathers_match_numpy_on_every_arm(fn, dt, it, object_cache) -> None:
 
 def test_take_along_broadcasts_both_ways_and_reads_non_contiguous_inputs(object_cache) -> None:
     x = np.arange(4 * 6, dtype=np.float32).reshape(6, 4).T  # (4, 6), transposed: not C-contiguous
-    i = np.array([[5, 9], [0, 9], [-1, 9], [2, 9]])[:, ::-2]  # (4, 1), a strided view
+    i = np.array([[9, 5], [9, 0], [9, -1], [9, 2]])[:, ::-2]  # (4, 1), a strided view
     rows = np.array([[3, 0, -2, 1, 1, 0]])  # (1, 6): one row of indices for every column
 
     def f(x, i, rows):
