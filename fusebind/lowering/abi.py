@@ -111,20 +111,37 @@ def memref_descriptor(dtype: DType, rank: int) -> type[ctypes.Structure]:
 
 Operand = tuple[DType, int]
 
+#: the status operand of an ABI v2 kernel (docs/KERNEL-ABI.md): a memref<4xi64> after the outputs,
+#: zeroed by the caller; a kernel that finds a bad index stores [check code (1-based), index, size]
+STATUS_OPERAND: Operand = (DType.I64, 1)
+STATUS_WORDS = 4
+
 
 @dataclass(frozen=True)
 class KernelSignature:
     """The C signature of a kernel: one memref descriptor pointer per
-    argument, `inputs` in order then `outputs`, each a (DType, rank)."""
+    argument, `inputs` in order then `outputs`, each a (DType, rank).
+
+    `status`: kernel ABI v2 (docs/KERNEL-ABI.md): one more pointer after the outputs, to a
+    `memref<4xi64>` the caller zeroes before the call and reads after it (the error channel of
+    checked indices). It is not an output: `dtypes` (the binding row) does not include it."""
 
     inputs: tuple[Operand, ...]
     outputs: tuple[Operand, ...]
+    status: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "inputs", _operands(self.inputs, "inputs"))
         object.__setattr__(self, "outputs", _operands(self.outputs, "outputs"))
         if not self.outputs:
             raise FusebindValueError("KernelSignature needs at least one output: kernels write outputs in place")
+        if not isinstance(self.status, bool):
+            raise FusebindTypeError(f"KernelSignature.status must be a bool (True: ABI v2), got {self.status!r}")
+
+    @property
+    def abi(self) -> int:
+        """The kernel ABI version: 1 (inputs, outputs), 2 (+ the status operand)."""
+        return 2 if self.status else 1
 
     @property
     def dtypes(self) -> tuple[DType, ...]:
@@ -132,9 +149,19 @@ class KernelSignature:
         return tuple(d for d, _ in (*self.inputs, *self.outputs))
 
     @property
+    def operands(self) -> tuple[Operand, ...]:
+        """Every C argument in order: inputs, outputs, then the status operand (v2)."""
+        return (*self.inputs, *self.outputs, *((STATUS_OPERAND,) if self.status else ()))
+
+    def flat(self) -> "KernelSignature":
+        """The same C function seen as ABI v1: the status operand as one more output. (What code
+        that passes every operand alike, such as the call thunk, calls a v2 kernel through.)"""
+        return KernelSignature(self.inputs, self.operands[len(self.inputs):]) if self.status else self
+
+    @property
     def argtypes(self) -> tuple[Any, ...]:
-        """ctypes argtypes: a pointer to each operand's descriptor struct."""
-        return tuple(ctypes.POINTER(memref_descriptor(d, r)) for d, r in (*self.inputs, *self.outputs))
+        """ctypes argtypes: a pointer to each operand's descriptor struct (status included)."""
+        return tuple(ctypes.POINTER(memref_descriptor(d, r)) for d, r in self.operands)
 
     def cfunctype(self) -> Any:
         return _cfunctype(self.argtypes)
@@ -143,7 +170,7 @@ class KernelSignature:
         def fmt(ops: tuple[Operand, ...]) -> str:
             return ", ".join(f"memref<{r}d x {d.value}>" for d, r in ops)
 
-        return f"({fmt(self.inputs)}) -> ({fmt(self.outputs)})"
+        return f"({fmt(self.inputs)}) -> ({fmt(self.outputs)})" + (" + status memref<4xi64>" if self.status else "")
 
 
 @functools.lru_cache(maxsize=None)

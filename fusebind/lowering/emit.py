@@ -27,16 +27,29 @@ Nothing that emits (linalg_types, exprs, accumulate, emitter, rowwise) imports t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from fusebind.lowering import accumulate, exprs, rowwise as rw
-from fusebind.lowering.emitter import Emitter, emit_op
+from fusebind.lowering.emitter import STATUS, STATUS_TYPE, Emitter, emit_op
 from fusebind.lowering.errors import LoweringError
 from fusebind.lowering.linalg_types import (ELEMENT_BYTES, MAX_TENSOR_BYTES, Dim, EmittedKernel, TensorSpec, Value,
                                             element_name, mtype, out_spec, shape_of, ttype)
 from fusebind.lowering.scalar_text import ScalarEmitError
 
-__all__ = ["MAX_TENSOR_BYTES", "EmittedKernel", "TensorSpec", "element_name", "emit_linalg"]
+__all__ = ["MAX_TENSOR_BYTES", "CheckedKernel", "EmittedKernel", "TensorSpec", "element_name", "emit_linalg"]
+
+
+@dataclass(frozen=True)
+class CheckedKernel(EmittedKernel):
+    """An emitted kernel whose body checks indices (`Emitter.checked_index`): kernel ABI v2, its
+    C function takes the status operand (`memref<4xi64>`) after the outputs. `checks` are the
+    checks' `what`s (status code k names `checks[k - 1]`); `check_sources[k - 1]` the kernel
+    inputs (positions) the checked op's indices are computed from, so the runtime can name the
+    argument. Both travel with the compiled kernel (`Kernel.checks`)."""
+
+    checks: tuple[str, ...] = ()
+    check_sources: tuple[tuple[int, ...], ...] = ()
 
 
 def _block_of(region_or_func: Any) -> Any:
@@ -133,19 +146,36 @@ def _emit(region_or_func: Any, name: str, dynamic: bool, strided: bool,
     else:
         ops = [op for op in block.ops if op is not terminator]
         inlined = exprs.deferred_ops(block, ops, accumulate.is_blocked, set())  # built inside the sums using them
+        reads = _input_reads(block, ops)
         for op in ops:
             args = [values[o] for o in op.operands]
+            # the inputs a checked op's indices (operands after the first) come from
+            em.sources = tuple(sorted(set().union(*(reads.get(o, ()) for o in op.operands[1:]))))
             values[op.results[0]] = exprs.make_expr(op, args) if op in inlined else emit_op(em, op, args)
         outputs, tail = _write_outputs(em, [values[r] for r in terminator.operands], dynamic)
     params = [f"%in{i}: {mtype(s, strided)}" for i, s in enumerate(inputs)]
     params += [f"%out{k}: {mtype(s, False)}" for k, s in enumerate(outputs)]
+    if em.checks:  # kernel ABI v2: the status operand after the outputs (docs/KERNEL-ABI.md)
+        params.append(f"{STATUS}: {STATUS_TYPE}")
     consts = [f"{n} = arith.constant {k} : index" for k, n in sorted(em.index_consts.items())]
     body = consts + header_lines + em.lines + tail + ["return"]
     text = f"func.func @{name}({', '.join(params)}) attributes {{llvm.emit_c_interface}} {{\n"
     text += "".join(f"  {line}\n" for line in body) + "}\n"
     if em.called and fastmath_defs is not None:
         text = fastmath_defs(sorted(em.called)) + "\n" + text
-    return EmittedKernel(f"module {{\n{text}}}\n", name, tuple(inputs), tuple(outputs), isinstance(plan, rw.RowPlan))
+    module = f"module {{\n{text}}}\n"
+    if em.checks:
+        return CheckedKernel(module, name, tuple(inputs), tuple(outputs), isinstance(plan, rw.RowPlan),
+                             tuple(em.checks), tuple(em.check_sources))
+    return EmittedKernel(module, name, tuple(inputs), tuple(outputs), isinstance(plan, rw.RowPlan))
+
+
+def _input_reads(block: Any, ops: list[Any]) -> dict[Any, frozenset[int]]:
+    """For each value of the block: the positions of the block arguments it is computed from."""
+    reads: dict[Any, frozenset[int]] = {arg: frozenset((i,)) for i, arg in enumerate(block.args)}
+    for op in ops:
+        reads[op.results[0]] = frozenset().union(*(reads.get(o, frozenset()) for o in op.operands))
+    return reads
 
 
 def _static_size_error(t: Any) -> str | None:

@@ -27,6 +27,12 @@ from fusebind.lowering.linalg_types import (Dim, Value, broadcast_dims, element_
 from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder, is_float
 
 
+#: the status operand of a kernel that checks indices (kernel ABI v2, docs/KERNEL-ABI.md):
+#: [check code (0: no error; k: the k-th of the kernel's checks), the bad index, the axis size, 0]
+STATUS = "%status"
+STATUS_TYPE = "memref<4xi64>"
+
+
 @dataclass(frozen=True)
 class _Reduction:
     """A reduction's accumulator (already filled) and loop structure."""
@@ -49,6 +55,12 @@ class Emitter:
     counter: int = 0
     index_consts: dict[int, str] = field(default_factory=dict)
     called: set[tuple[str, str]] = field(default_factory=set)
+    #: the error channel: the `what` of each distinct check `checked_index` emitted (its code is
+    #: the position + 1), and per check the region inputs the op being emitted reads (`sources`,
+    #: set by the driver), so the runtime can name the argument a bad index came from
+    checks: list[str] = field(default_factory=list)
+    check_sources: list[tuple[int, ...]] = field(default_factory=list)
+    sources: tuple[int, ...] = ()
 
     def fresh(self, hint: str = "v") -> str:
         self.counter += 1
@@ -65,8 +77,48 @@ class Emitter:
         `index` in [0, size): a negative one counts from the end, as numpy's; one outside
         [-size, size) is clamped (the read stays in the array) and reported in the kernel's status
         memref, which the runtime turns into `fb.IndexOutOfBounds` after the call. `what` names the
-        checked axis for that message ("axis 0 of prim.gather"). Not built yet."""
-        raise ScalarEmitError(f"{what}: a traced index needs the kernel error channel, which is not built yet")
+        checked axis for that message ("axis 0 of prim.gather").
+
+        What it emits into `b`'s body: the normalized index, `bad = idx < 0 || idx >= size`, the
+        clamped read index `bad ? 0 : idx`, and `scf.if bad` storing (check code, raw index, size)
+        into `%status` (STATUS_TYPE) only while its code is still 0, so the first bad index in loop
+        order is the one reported. The check code is the 1-based position of `what` in `checks`,
+        which travels with the compiled kernel (its signature) to word the error. A kernel that
+        never calls this has no status operand: its loops are exactly as before."""
+        if b.elem(raw) != "i64":
+            raise ScalarEmitError(f"{what}: checked_index takes an i64 index, got {b.elem(raw)}")
+        if what not in self.checks:
+            self.checks.append(what)
+            self.check_sources.append(self.sources)
+        code = self.checks.index(what) + 1
+        if isinstance(size, int):
+            n = b.constant(size, "i64")
+        else:
+            n = b._op(f"arith.index_cast {size} : index to i64", "i64")
+        zero = b.constant(0, "i64")
+        neg = b._op(f"arith.cmpi slt, {raw}, {zero} : i64", "i1")
+        wrapped = b._op(f"arith.addi {raw}, {n} : i64", "i64")
+        idx = b._op(f"arith.select {neg}, {wrapped}, {raw} : i64", "i64")
+        low = b._op(f"arith.cmpi slt, {idx}, {zero} : i64", "i1")
+        high = b._op(f"arith.cmpi sge, {idx}, {n} : i64", "i1")
+        bad = b._op(f"arith.ori {low}, {high} : i1", "i1")
+        safe = b._op(f"arith.select {bad}, {zero}, {idx} : i64", "i64")
+        c0, c1, c2 = self.fresh("sc"), self.fresh("sc"), self.fresh("sc")
+        first, unset, k = self.fresh("st"), self.fresh("st"), self.fresh("st")
+        b.lines += [f"scf.if {bad} {{",
+                    f"  {c0} = arith.constant 0 : index",
+                    f"  {first} = memref.load {STATUS}[{c0}] : {STATUS_TYPE}",
+                    f"  {unset} = arith.cmpi eq, {first}, {zero} : i64",
+                    f"  scf.if {unset} {{",
+                    f"    {c1} = arith.constant 1 : index",
+                    f"    {c2} = arith.constant 2 : index",
+                    f"    {k} = arith.constant {code} : i64",
+                    f"    memref.store {k}, {STATUS}[{c0}] : {STATUS_TYPE}",
+                    f"    memref.store {raw}, {STATUS}[{c1}] : {STATUS_TYPE}",
+                    f"    memref.store {n}, {STATUS}[{c2}] : {STATUS_TYPE}",
+                    "  }",
+                    "}"]
+        return b._op(f"arith.index_cast {safe} : i64 to index", "index")
 
     def empty(self, shape: Sequence[Dim], elem: str) -> str:
         name = self.fresh("e")

@@ -10,6 +10,10 @@ made). Large splittable calls (elementwise over a leading axis, with a
 kernel compiled for dynamic shapes) are cut into chunks along axis 0 and run
 on a small thread pool: ctypes releases the GIL during the call.
 
+An ABI v2 kernel (`signature.status`) gets one more descriptor per chunk, its
+status: each call points it at a fresh zeroed array, and a set status raises
+`fb.IndexOutOfBounds` after the call (the first chunk that set it).
+
 Also owns `OutputRecycler`, the caching allocator of returned outputs
 (`RECYCLE_MIN_BYTES` and up): see its docstring for why reuse is sound.
 
@@ -31,7 +35,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fusebind.runtime.dtypes import DType, memref_descriptor
-from fusebind.runtime.kernel import Kernel
+from fusebind.lowering.abi import STATUS_OPERAND, STATUS_WORDS
+from fusebind.runtime.kernel import Kernel, new_status, status_error
 from fusebind.runtime.session import default_session
 
 #: Below this many output elements a call is not split: a thread hand-off
@@ -195,7 +200,8 @@ class KernelCall:
         sig = kernel.signature
         self.kernel = kernel
         self.pool = pool if pool is not None else split_pool  # threads -> workers (the backend's split_pool)
-        n_args = len(sig.inputs) + len(sig.outputs)
+        self.status = bool(sig.status)
+        n_args = len(sig.inputs) + len(sig.outputs) + self.status
         self._fn = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * n_args))(kernel.address)
         out_numel = int(np.prod(out_shapes[0])) if out_shapes else 0
         lead = out_shapes[0][0] if out_shapes and out_shapes[0] else 0
@@ -221,6 +227,9 @@ class KernelCall:
                     sizes[0] = stop - start
                 ops.append(_Operand(dtype, sizes, strides))
             offsets = [start * o.stride0 * o.itemsize for o in ops]
+            if self.status:  # not offset per chunk: each chunk's status is its own array
+                ops.append(_Operand(STATUS_OPERAND[0], [STATUS_WORDS], [1]))
+                offsets.append(0)
             self._sets.append((ops, tuple(o.address for o in ops), offsets))
         self._ops0, self._addrs0, _ = self._sets[0]
         self._lock = threading.Lock()
@@ -228,20 +237,24 @@ class KernelCall:
     def __call__(self, arrays: Sequence[np.ndarray]) -> None:
         """Run on `arrays` (inputs then outputs, already validated)."""
         if self.chunks == 1:
+            status = new_status() if self.status else None
             with self._lock:  # descriptors are shared state: one call at a time
-                for op, arr in zip(self._ops0, arrays):
+                for op, arr in zip(self._ops0, arrays if status is None else [*arrays, status]):
                     p = arr.ctypes.data
                     op.ptrs[0] = p
                     op.ptrs[1] = p
                 self._fn(*self._addrs0)
+            if status is not None:
+                self._check([status])
             return
         self._call_split(arrays)
 
     def _call_split(self, arrays: Sequence[np.ndarray]) -> None:
+        statuses = [new_status() for _ in self._sets] if self.status else []
         with self._lock:
             bases = [a.ctypes.data for a in arrays]
-            for ops, _, offsets in self._sets:
-                for op, base, off in zip(ops, bases, offsets):
+            for c, (ops, _, offsets) in enumerate(self._sets):
+                for op, base, off in zip(ops, [*bases, *(s.ctypes.data for s in statuses[c:c + 1])], offsets):
                     op.ptrs[0] = base + off
                     op.ptrs[1] = base + off
             pool = self.pool(self.chunks)
@@ -249,3 +262,10 @@ class KernelCall:
             self._fn(*self._addrs0)
             for f in futures:
                 f.result()
+        self._check(statuses)
+
+    def _check(self, statuses: list[np.ndarray]) -> None:
+        for status in statuses:  # in chunk order: the first bad index in loop order
+            err = status_error(self.kernel, status)
+            if err is not None:
+                raise err

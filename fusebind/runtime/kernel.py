@@ -14,6 +14,14 @@ the kernel; `Kernel.__call__` re-raises it after the foreign call returns.
 Such kernels say so (`python_callback`): callers that call `address`
 directly (the call thunk, prepared descriptor calls) must use `__call__` for
 them instead, or the exception is lost.
+
+Kernel ABI v2 (`signature.status`, docs/KERNEL-ABI.md): the kernel takes a
+status memref after its outputs. Every call gets its own zeroed status array
+(`new_status`; per call, not per kernel, so concurrent calls and the chunks
+of a split call never share one), and a set status becomes
+`fb.IndexOutOfBounds` after the call (`status_error`), worded from the
+kernel's `checks` (`IndexCheck`: what was checked, and which kernel inputs
+the index came from); the outputs of such a call are never returned.
 """
 
 from __future__ import annotations
@@ -28,8 +36,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from fusebind.dialect.errors import FusebindError, FusebindTypeError
-from fusebind.runtime.dtypes import KernelSignature
+import numpy as np
+
+from fusebind.dialect.errors import FusebindError, FusebindTypeError, IndexOutOfBounds
+from fusebind.lowering.abi import STATUS_WORDS
+from fusebind.runtime.dtypes import KernelSignature, descriptor_for
 
 if TYPE_CHECKING:
     from fusebind.lowering.decompose import Decomposition
@@ -69,6 +80,68 @@ class CallbackGuard:
         exc = getattr(self._slot, "error", None)
         self._slot.error = None
         return exc
+
+
+@dataclass(frozen=True)
+class IndexCheck:
+    """One index check of an ABI v2 kernel: status code k names the kernel's `checks[k - 1]`.
+    `what` is "axis <k> of <op>" (e.g. "axis 0 of prim.gather"), or any phrase; `inputs` are
+    the kernel inputs (positions) the checked index is computed from."""
+
+    what: str
+    inputs: tuple[int, ...] = ()
+
+
+def new_status() -> np.ndarray:
+    """The zeroed status array of one call of an ABI v2 kernel."""
+    return np.zeros(STATUS_WORDS, np.int64)
+
+
+def status_error(kernel: "Kernel", status: np.ndarray, names: Any = None) -> IndexOutOfBounds | None:
+    """The `fb.IndexOutOfBounds` a set `status` reports (None when it is clear). `names`: None, or
+    (function name, argument names) when kernel input k is argument k of that function (the
+    executor's fast path), so the message names the argument the bad index came from."""
+    code = int(status[0])
+    if code == 0:
+        return None
+    index, size = int(status[1]), int(status[2])
+    checks = kernel.checks
+    check = checks[code - 1] if 0 < code <= len(checks) else IndexCheck(f"check {code}")
+    axis, _, op = check.what.partition(" of ")
+    head = f"{op}: " if op else ""
+    fn, args = names if names is not None else (None, None)
+    sources = ", ".join(f"'{args[i]}'" if args is not None and i < len(args) else f"#{i}" for i in check.inputs)
+    where = []
+    if sources:
+        where.append(f"from {'argument' if args is not None else 'kernel input'}"
+                     f"{'s' if len(check.inputs) > 1 else ''} {sources}")
+    where.append(f"checked in the kernel {kernel.source}")
+    prefix = f"fusebind: in '{fn}': " if fn else "fusebind: "
+    err = IndexOutOfBounds(f"{prefix}{head}index {index} is out of bounds for {axis} with size {size} "
+                           f"({'; '.join(where)})")
+    err.index, err.size, err.check = index, size, check  # type: ignore[attr-defined]
+    return err
+
+
+class FlatKernel:
+    """An ABI v2 kernel seen as ABI v1, its status operand one more output
+    (`KernelSignature.flat`): what the call thunk, which passes every operand alike, is built
+    for. Holds the kernel, so the thunk's keep-alive keeps its code mapped."""
+
+    __slots__ = ("kernel", "signature", "address")
+
+    def __init__(self, kernel: "Kernel") -> None:
+        self.kernel = kernel
+        self.signature = kernel.signature.flat()
+        self.address = kernel.address
+
+
+def _checks(checks: Any, signature: KernelSignature) -> tuple[IndexCheck, ...]:
+    out = tuple(c if isinstance(c, IndexCheck) else IndexCheck(str(c)) for c in checks or ())
+    if out and not signature.status:
+        raise KernelError(f"checks {[c.what for c in out]} given for a kernel of ABI v1 (no status operand): "
+                          "pass KernelSignature(..., status=True) for a kernel that reports bad indices")
+    return out
 
 
 def _caller_source(depth: int) -> str:
@@ -112,6 +185,8 @@ class Kernel:
     #: inputs then outputs (None = a dynamic dim); adoption refuses the kernel
     #: for a region of other static shapes and caps its row to these.
     compiled_shapes: Shapes | None = None
+    #: ABI v2 (`signature.status`): what each status code means (`IndexCheck`, code k = checks[k-1])
+    checks: tuple[IndexCheck, ...] = ()
 
     @property
     def python_callback(self) -> bool:
@@ -119,7 +194,8 @@ class Kernel:
         return self.guard is not None
 
     @staticmethod
-    def from_ctypes(cfunc: Any, *, signature: KernelSignature, source: str | None = None) -> "Kernel":
+    def from_ctypes(cfunc: Any, *, signature: KernelSignature, source: str | None = None,
+                    checks: Any = ()) -> "Kernel":
         """Wrap a ctypes function pointer; `source` defaults to the caller's file:line.
 
         A CFUNCTYPE instance made from a Python callable is re-wrapped like
@@ -135,10 +211,11 @@ class Kernel:
             guard = CallbackGuard(*wrapped)
         # `address` stays the caller's pointer (the table's identity for "the same kernel twice").
         function = signature.cfunctype()(_address_of(guard.callback) if guard else address)
-        return Kernel(function, signature, address, source, cfunc, guard)
+        return Kernel(function, signature, address, source, cfunc, guard, checks=_checks(checks, signature))
 
     @staticmethod
-    def from_python(fn: Callable[..., Any], *, signature: KernelSignature, source: str | None = None) -> "Kernel":
+    def from_python(fn: Callable[..., Any], *, signature: KernelSignature, source: str | None = None,
+                    checks: Any = ()) -> "Kernel":
         """A kernel whose code is the Python callable `fn`, called with one
         pointer to a memref descriptor per operand (`signature.cfunctype()`
         conversions). If `fn` raises, the call raises `KernelError` from it
@@ -148,11 +225,15 @@ class Kernel:
             raise KernelError(f"Kernel.from_python needs a callable, got {fn!r}")
         guard = CallbackGuard(fn, signature.cfunctype())
         address = _address_of(guard.callback)
-        return Kernel(signature.cfunctype()(address), signature, address, source or _caller_source(2), fn, guard)
+        return Kernel(signature.cfunctype()(address), signature, address, source or _caller_source(2), fn, guard,
+                      checks=_checks(checks, signature))
 
     @staticmethod
-    def from_library(path: str | os.PathLike[str], symbol: str, *, signature: KernelSignature) -> "Kernel":
-        """Load `symbol` from the shared library at `path` (ctypes.CDLL)."""
+    def from_library(path: str | os.PathLike[str], symbol: str, *, signature: KernelSignature,
+                     checks: Any = ()) -> "Kernel":
+        """Load `symbol` from the shared library at `path` (ctypes.CDLL). A kernel of ABI v2
+        (`signature.status`) names what its status codes mean in `checks` (strings such as
+        "axis 0 of my_take", or `IndexCheck`s; code k is the k-th)."""
         _check_signature(signature)
         try:
             library = ctypes.CDLL(os.fspath(path))
@@ -167,7 +248,8 @@ class Kernel:
             ) from None
         address = _address_of(cfunc)
         function = signature.cfunctype()(address)
-        return Kernel(function, signature, address, f"lib:{os.fspath(path)}:{symbol}", library)
+        return Kernel(function, signature, address, f"lib:{os.fspath(path)}:{symbol}", library,
+                      checks=_checks(checks, signature))
 
     @staticmethod
     def from_object(code: bytes, symbol: str, *, signature: KernelSignature) -> "Kernel":
@@ -189,22 +271,34 @@ class Kernel:
         from fusebind.lowering.errors import LoweringError
         from fusebind.runtime.loader import ObjectLoadError
 
+        emitted = decomposition.emitted
+        whats = tuple(getattr(emitted, "checks", ()))
+        signature = decomposition.signature
+        if whats and not signature.status:
+            signature = dataclasses.replace(signature, status=True)
         try:
-            kernel = Kernel.from_object(decomposition.object_code, decomposition.symbol,
-                                        signature=decomposition.signature)
+            kernel = Kernel.from_object(decomposition.object_code, decomposition.symbol, signature=signature)
         except (ObjectLoadError, KernelError) as exc:
             raise LoweringError("load", f"{type(exc).__name__}: {exc}") from exc
-        return dataclasses.replace(kernel, compiled_shapes=decomposition.shapes)
+        sources = tuple(getattr(emitted, "check_sources", ())) or ((),) * len(whats)
+        return dataclasses.replace(kernel, compiled_shapes=decomposition.shapes,
+                                   checks=tuple(IndexCheck(w, tuple(s)) for w, s in zip(whats, sources)))
 
     def __call__(self, *descriptors: Any) -> None:
-        """Call with one memref descriptor (struct or pointer) per operand."""
+        """Call with one memref descriptor (struct or pointer) per operand, inputs then outputs.
+        For an ABI v2 kernel the status operand is this call's own (`new_status`), and a set
+        status raises `fb.IndexOutOfBounds` after the call (the outputs hold no answer)."""
         expected = len(self.signature.inputs) + len(self.signature.outputs)
         if len(descriptors) != expected:
             raise FusebindTypeError(f"kernel {self.source} takes {expected} memref descriptors, got {len(descriptors)}")
         guard = self.guard
         if guard is not None:
             guard.clear()
-        self.function(*(d if isinstance(d, ctypes._Pointer) else ctypes.byref(d) for d in descriptors))
+        status = new_status() if self.signature.status else None
+        args = [d if isinstance(d, ctypes._Pointer) else ctypes.byref(d) for d in descriptors]
+        if status is not None:
+            args.append(ctypes.byref(descriptor_for(status)))
+        self.function(*args)
         exc = guard.take() if guard is not None else None
         if exc is not None:
             if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: not a kernel failure
@@ -212,6 +306,9 @@ class Kernel:
             raise KernelError(
                 f"kernel {self.source} raised {type(exc).__name__}: {exc}; its outputs were not (fully) written"
             ) from exc
+        failed = status_error(self, status) if status is not None else None
+        if failed is not None:
+            raise failed
 
     def __repr__(self) -> str:
         return f"Kernel({self.signature}, address=0x{self.address:x}, source={self.source!r})"

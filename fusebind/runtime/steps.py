@@ -12,6 +12,14 @@ and `FastPath` (the whole plan as one thunk call the executor makes itself).
 These are on the hot path: they do what the call needs and nothing more
 (no clock unless profiling, no validation: the executor validated).
 
+Kernel ABI v2 (a kernel with a status operand, docs/KERNEL-ABI.md): every
+call kind gives each call (each chunk of a split call) its own zeroed status
+array and raises `fb.IndexOutOfBounds` when the kernel set it (the first
+chunk in order that did, so the first bad index in loop order), before any
+output is returned. The thunk is built for the kernel's v1 view
+(`FlatKernel`: the status is one more output), so it checks the status
+array like any operand and the call stays one native call.
+
 Must not: choose arms or verify (arms.py), decide buffers (builder.py), or
 validate user input (executor.py).
 """
@@ -26,7 +34,9 @@ import numpy as np
 from fusebind.dialect.errors import FusebindInternalError
 from fusebind.runtime.arguments import fast_out_ok
 from fusebind.runtime.call import RECYCLE_MIN_BYTES, SPLIT_THRESHOLD, KernelCall, output_allocator, split_pool
+from fusebind.lowering.abi import STATUS_WORDS
 from fusebind.runtime.dtypes import descriptor_for
+from fusebind.runtime.kernel import FlatKernel, new_status, status_error
 from fusebind.runtime.session import default_session
 from fusebind.runtime.thunk import ANY_DIM, ThunkCall
 
@@ -78,7 +88,8 @@ class FastPath:
     that ran; with `profile`, `function` also adds the kernel call's time to
     `seconds` (without it, `function` is the bare thunk: nothing is timed)."""
 
-    __slots__ = ("generation", "session", "function", "shape", "dtype", "alloc", "_count", "seconds", "thunk", "call")
+    __slots__ = ("generation", "session", "function", "shape", "dtype", "alloc", "_count", "seconds", "thunk", "call",
+                 "names")
 
     def __init__(self, generation: int, thunk: ThunkCall, shape: tuple[int, ...], dtype: np.dtype,
                  alloc: Callable[[], np.ndarray] | None = None, profile: bool = False,
@@ -95,7 +106,19 @@ class FastPath:
         self.alloc = alloc if alloc is not None else output_allocator(shape, dtype)[0]
         self._count = [0]  # a cell the closure bumps (no reference back to self: no cycle)
         self.seconds = 0.0
-        self.call = _fast_call(self.function, self.alloc, self.session, generation, self._count)
+        #: a cell: None, or (function name, argument names) when kernel input k is that function's
+        #: argument k (set by whoever runs the plan), for the words of an ABI v2 kernel's error
+        self.names: list[Any] = [None]
+        kernel = thunk.kernel
+        if isinstance(kernel, FlatKernel):  # ABI v2: a status per call, checked before returning
+            self.call = _fast_status_call(self.function, self.alloc, self.session, generation, self._count,
+                                          kernel.kernel, self.names)
+        else:
+            self.call = _fast_call(self.function, self.alloc, self.session, generation, self._count)
+
+    def name_arguments(self, function: str, arguments: Any) -> None:
+        """Kernel input k is argument k of `function`: errors of an ABI v2 kernel name them."""
+        self.names[0] = (function, list(arguments))
 
     @property
     def calls(self) -> int:
@@ -134,12 +157,47 @@ def _fast_call(function: Callable[..., Any], alloc: Callable[[], np.ndarray], se
     return call
 
 
+def _fast_status_call(function: Callable[..., Any], alloc: Callable[[], np.ndarray], session: Any, generation: int,
+                      count: list[int], kernel: Any, names: list[Any]) -> Callable[[Any, Any], Any]:
+    """`FastPath.call` of an ABI v2 kernel: the thunk takes this call's status as its last
+    operand (and returns it); a set status raises, so the output is never returned."""
+    def call(args: Any, out: Any = None) -> Any:
+        if session.table.generation != generation:
+            return None
+        if out is None:
+            o = alloc()
+        elif fast_out_ok(args, out):
+            o = out
+        else:
+            return None
+        status = new_status()
+        if function(*args, o, status) is None:
+            return None
+        if status[0]:
+            raise status_error(kernel, status, names[0])  # type: ignore[misc]
+        count[0] += 1
+        return o
+    return call
+
+
+def raise_for_status(kernel: Any, status: np.ndarray) -> None:
+    """Raise the `fb.IndexOutOfBounds` a set status of `kernel` (an ABI v2 kernel) reports."""
+    err = status_error(kernel, status)
+    if err is not None:
+        raise err
+
+
 class ThunkStep:
-    """A fused-arm call through the thunk; large splittable calls in chunks."""
+    """A fused-arm call through the thunk; large splittable calls in chunks.
+    An ABI v2 kernel: each call (each chunk) passes its own status, checked after the call."""
 
     def __init__(self, kernel: Any, in_shapes: list[tuple[int, ...]], out_shapes: list[tuple[int, ...]],
                  splittable: bool, threads: int, pool: Callable[[int], Any] = split_pool) -> None:
-        self.thunk = ThunkCall(kernel, [*in_shapes, *out_shapes])
+        self.kernel = kernel
+        self.status = bool(kernel.signature.status)
+        target = FlatKernel(kernel) if self.status else kernel
+        extra = [(STATUS_WORDS,)] if self.status else []
+        self.thunk = ThunkCall(target, [*in_shapes, *out_shapes, *extra])
         self.pool = pool  # threads -> the worker pool (the backend's `split_pool`)
         out_numel = int(np.prod(out_shapes[0])) if out_shapes else 0
         lead = out_shapes[0][0] if out_shapes and out_shapes[0] else 0
@@ -147,25 +205,32 @@ class ThunkStep:
                                   and lead >= threads) else 1
         self.bounds = [lead * c // self.chunks for c in range(self.chunks + 1)]
         if self.chunks > 1:  # chunks: any leading size
-            self.chunk_thunk = ThunkCall(kernel, [(ANY_DIM, *s[1:]) for s in (*in_shapes, *out_shapes)])
+            self.chunk_thunk = ThunkCall(target, [(ANY_DIM, *s[1:]) for s in (*in_shapes, *out_shapes)] + extra)
 
     def __call__(self, ins: list[Any], outs: list[np.ndarray]) -> None:
         if self.chunks == 1:
-            if self.thunk.function(*ins, *outs) is None:  # e.g. a non-contiguous input
-                if self.thunk.function(*(contig(np.asarray(a)) for a in ins), *outs) is None:
+            status = [new_status()] if self.status else []
+            if self.thunk.function(*ins, *outs, *status) is None:  # e.g. a non-contiguous input
+                if self.thunk.function(*(contig(np.asarray(a)) for a in ins), *outs, *status) is None:
                     raise FusebindInternalError(f"fusebind internal error: the call thunk refused validated operands "
                                        f"{[(np.asarray(a).dtype, np.shape(a)) for a in ins]}")
+            if status and status[0][0]:
+                raise_for_status(self.kernel, status[0])
             return
         arrays = [*(contig(np.asarray(a)) for a in ins), *outs]
         fn = self.chunk_thunk.released
         b = self.bounds
-        chunks = [[a[b[c]:b[c + 1]] for a in arrays] for c in range(self.chunks)]
+        chunks = [[a[b[c]:b[c + 1]] for a in arrays] + ([new_status()] if self.status else [])
+                  for c in range(self.chunks)]
         pool = self.pool(self.chunks)
         futures = [pool.submit(fn, *chunk) for chunk in chunks[1:]]
         ok = fn(*chunks[0]) is not None
         ok = all([f.result() is not None for f in futures]) and ok
         if not ok:
             raise FusebindInternalError("fusebind internal error: the call thunk refused a chunk of a split call")
+        for chunk in chunks if self.status else ():  # the first chunk that failed: the first bad index
+            if chunk[-1][0]:
+                raise_for_status(self.kernel, chunk[-1])
 
 
 class GuardedStep:
