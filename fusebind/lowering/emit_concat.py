@@ -41,9 +41,19 @@ def emit(em: Any, op: Any, args: list[Any], result_type: Any) -> Any:
     shape: list[Dim] = list(_result_dims(args, axis))
     if not live:
         return Value(em.empty(shape, args[0].elem), shape, args[0].elem)
-    if len(live) == 1:
-        return live[0]
+    if len(live) == 1:  # the piece itself when read through maps; else a copy (it may be a strided argument)
+        return live[0] if _read_by_maps(op) else em._gather_copy(live[0])
     return _mapped_reads(em, live, axis, shape)
+
+
+def _read_by_maps(op: Any) -> bool:
+    """Every user reads the result through linalg indexing maps (as `emitter._read_by_maps`, which
+    this module cannot import): an elementwise op, a reduction, a broadcast or an index map."""
+    def by_maps(user: Any) -> bool:
+        kind = getattr(type(user), "KIND", "")
+        return (hasattr(user, "scalar_body") or kind.startswith("reduce") or kind == "broadcast_to"
+                or bool(getattr(type(user), "INDEX_MAP", False)))
+    return all(by_maps(use.operation) for use in op.results[0].uses)
 
 
 def _result_dims(args: list[Value], axis: int) -> list[Dim]:
