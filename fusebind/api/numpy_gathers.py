@@ -15,8 +15,8 @@ indices. Traced indices (take_along_axis, choose) are accepted only when
 their values are an argument's (reshaped, transposed or broadcast at most):
 a call-time check (Graph.checks) raises numpy's error for an out-of-range
 one before the kernel runs, which then gathers (prim.take_along, numpy_kernels.take_along).
-Computed traced indices are refused while the kernel cannot check them
-(numpy_kernels.COMPUTED_INDICES).
+Computed traced indices are checked where they are read: in the kernel (its
+error channel) or by the op's reference (numpy_kernels.COMPUTED_INDICES).
 
 Must not: gather by traced positions whose range is not checked: an
 out-of-range index must raise, not give a value.

@@ -259,8 +259,9 @@ def arg_reduce(kind: str, x: Tracer, axis: int, keepdims: bool) -> Tracer:
 GATHER_LIMIT = 1 << 24
 
 #: whether a traced index computed inside the function (not read from an argument) is accepted:
-#: its range can only be checked in the kernel (Emitter.checked_index, the kernel error channel)
-COMPUTED_INDICES = False
+#: its range is checked in the kernel (Emitter.checked_index, the kernel ABI v2 error channel)
+#: and by the op's reference on arm 0
+COMPUTED_INDICES = True
 
 
 def argument_of(graph: Graph, t: Tracer) -> int | None:
@@ -305,8 +306,8 @@ def range_check(graph: Graph, position: int, lo: int, hi: int, error: Any) -> An
 def traced_indices(x: Tracer, axis: int, idx: Tracer, what: str) -> tuple[Tracer, bool]:
     """Traced indices of `x`'s `axis`, as i32 / i64, and whether they are in bounds by a call-time
     check: indices read from an argument get one (its error names the argument and the first bad
-    index, numpy's IndexError as fb.IndexOutOfBounds); computed ones are refused unless the kernel
-    checks them (COMPUTED_INDICES)."""
+    index, numpy's IndexError as fb.IndexOutOfBounds, the same on every arm); computed ones are
+    checked where they are read, in the kernel or by the op's reference (COMPUTED_INDICES)."""
     graph = x.graph
     if idx.dtype.kind not in "ib":
         raise from_numpy_error(graph, IndexError("arrays used as indices must be of integer (or boolean) type"), what)

@@ -117,12 +117,31 @@ def test_constant_indices_are_checked_when_tracing() -> None:
     assert str(got.value) == "index 5 is out of bounds for axis 2 with size 5"
 
 
-def test_computed_traced_indices_are_refused_until_the_kernel_can_check_them() -> None:
-    if K.COMPUTED_INDICES:
-        pytest.skip("the kernel error channel checks computed indices")
-    with pytest.raises(fb.UnsupportedOperation) as got:
-        fb.jit(lambda x, i: np.take(x, i + 1, axis=0))(DATA[np.float32], IDX)
-    assert "numpy.take with traced indices computed inside the function" in str(got.value)
+def _computed(x, i):
+    return np.take(x, i + 1, axis=0) * 2
+
+
+@pytest.mark.parametrize("it", [np.int64, np.int32])
+def test_computed_traced_indices_are_checked_where_they_are_read(it, object_cache) -> None:
+    """Indices computed in the function: the fused kernel checks them (the error channel), arm 0
+    and the interpreter by the op's reference; numpy's answer, or its IndexError on every arm."""
+    x, i = DATA[np.float32], (IDX - 1).astype(it)  # in [-6, 3]: + 1 is in range
+    got, f = _three_ways(_computed, (x, i), object_cache)
+    for g in got.values():
+        same(g, _computed(x, i))
+    assert f.stats.fused_calls == 2, f.stats
+    assert "prologue: gather" in f.explain(x, i)
+    bad = i.copy()
+    bad[0, 2] = 4  # 4 + 1 is past the end of axis 0 (size 5)
+    bad[1, 0] = -7  # a later one (in C order) is not the one reported
+    module = trace(_computed, [x, bad], ["a0", "a1"], "f")
+    for arm, run in (("interpreter", lambda: interpret(module, x, bad)),
+                     ("arm 0", lambda: fb.compile(print_module(module), optimize=False)(x, bad)),
+                     ("fused", lambda: f(x, bad))):
+        with pytest.raises(fb.IndexOutOfBounds) as err:
+            run()
+        assert "index 5 is out of bounds for axis 0 with size 5" in str(err.value), (arm, str(err.value))
+    np.testing.assert_array_equal(f(x, i), _computed(x, i))  # the kernel's status is clear again
 
 
 def _cross_entropy(z, labels):
