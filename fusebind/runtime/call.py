@@ -245,7 +245,7 @@ class KernelCall:
                     op.ptrs[1] = p
                 self._fn(*self._addrs0)
             if status is not None:
-                self._check([status])
+                self._check([status], arrays)
             return
         self._call_split(arrays)
 
@@ -262,10 +262,10 @@ class KernelCall:
             self._fn(*self._addrs0)
             for f in futures:
                 f.result()
-        self._check(statuses)
+        self._check(statuses, arrays)
 
-    def _check(self, statuses: list[np.ndarray]) -> None:
+    def _check(self, statuses: list[np.ndarray], arrays: Sequence[np.ndarray]) -> None:
         for status in statuses:  # in chunk order: the first bad index in loop order
-            err = status_error(self.kernel, status)
+            err = status_error(self.kernel, status, None, arrays[:len(self.kernel.signature.inputs)])
             if err is not None:
                 raise err

@@ -32,6 +32,11 @@ was made with `profile=True`, so the fast path stays one native call. With
 it, every call is timed, fast path included (the seconds fields are None
 without it, and the repr says so).
 
+A kernel's checked index (kernel ABI v2, docs/KERNEL-ABI.md) raises
+`fb.IndexOutOfBounds` after its call; the executor words it with the
+function's name and the argument the index came from (`kernel.located`; the
+fast path knows its kernel's inputs are the arguments: `name_arguments`).
+
 `out=`: the caller's arrays for the results (`check_outputs`, arguments.py: exact
 dtype and shape, C-contiguous, writeable, no overlap with an input or
 another output, except an argument and result pair `Plan.inplace_args`
@@ -58,7 +63,8 @@ from fusebind.runtime.session import Session, current_session
 from fusebind.runtime.calibrate import machine_model
 from fusebind.runtime.call import SPLIT_THRESHOLD
 from fusebind.runtime.jit import JitCompiler
-from fusebind.dialect.errors import UnsupportedOperation
+from fusebind.dialect.errors import IndexOutOfBounds, UnsupportedOperation
+from fusebind.runtime.kernel import located
 from fusebind.runtime.arguments import (
     ArgumentError,
     check_arguments,
@@ -226,12 +232,18 @@ class Executor:
             stats.plan_hits += 1
         self.fast = plan.fast
         checked = None if out is None else self.check_outputs(plan, arrays, out)
-        if stats.profile:
-            t = time.perf_counter()
-            outs = plan.run(arrays, checked)
-            stats.run_seconds += time.perf_counter() - t  # type: ignore[operator]
-        else:
-            outs = plan.run(arrays, checked)
+        try:
+            if stats.profile:
+                t = time.perf_counter()
+                outs = plan.run(arrays, checked)
+                stats.run_seconds += time.perf_counter() - t  # type: ignore[operator]
+            else:
+                outs = plan.run(arrays, checked)
+        except IndexOutOfBounds as err:  # a kernel's checked index (ABI v2): name the function, argument
+            named = located(err, self.name, arrays, self.arg_names)
+            if named is err:  # not a kernel's status (arm 0's reference), or already named
+                raise
+            raise named from None
         # regions still queued for compilation ran as primitives: their arm 0
         stats.arms.arm0_calls += len(plan.pending)
         stats.calls += 1
@@ -288,6 +300,7 @@ class Executor:
                     break
             if plan.fast is not None:  # type: ignore[union-attr]
                 self._fast_paths.append(plan.fast)  # type: ignore[union-attr, arg-type]
+                plan.fast.name_arguments(self.name, self.arg_names)  # its kernel's inputs are the arguments
             self._plans[sig] = plan  # type: ignore[assignment]
             return plan  # type: ignore[return-value]
 

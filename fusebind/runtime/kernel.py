@@ -97,10 +97,14 @@ def new_status() -> np.ndarray:
     return np.zeros(STATUS_WORDS, np.int64)
 
 
-def status_error(kernel: "Kernel", status: np.ndarray, names: Any = None) -> IndexOutOfBounds | None:
-    """The `fb.IndexOutOfBounds` a set `status` reports (None when it is clear). `names`: None, or
-    (function name, argument names) when kernel input k is argument k of that function (the
-    executor's fast path), so the message names the argument the bad index came from."""
+def status_error(kernel: "Kernel", status: Any, names: Any = None, inputs: Any = None) -> IndexOutOfBounds | None:
+    """The `fb.IndexOutOfBounds` a set `status` reports (None when it is clear).
+
+    `names`: None, or (function name, argument names) where `argument names[k]` is the name of
+    kernel input k, or None when that input is not an argument (an intermediate value): the
+    message then names the function and the argument the bad index came from. `inputs`: the
+    call's input arrays, kept on the error (`err.inputs`) so whoever knows the arguments can
+    name them (`located`). The error also keeps `kernel`, `status`, `index`, `size`, `check`."""
     code = int(status[0])
     if code == 0:
         return None
@@ -110,17 +114,33 @@ def status_error(kernel: "Kernel", status: np.ndarray, names: Any = None) -> Ind
     axis, _, op = check.what.partition(" of ")
     head = f"{op}: " if op else ""
     fn, args = names if names is not None else (None, None)
-    sources = ", ".join(f"'{args[i]}'" if args is not None and i < len(args) else f"#{i}" for i in check.inputs)
+    named = [args[i] for i in check.inputs if args is not None and i < len(args) and args[i] is not None]
     where = []
-    if sources:
-        where.append(f"from {'argument' if args is not None else 'kernel input'}"
-                     f"{'s' if len(check.inputs) > 1 else ''} {sources}")
+    if named:
+        where.append(f"from argument{'s' if len(named) > 1 else ''} {', '.join(repr(n) for n in named)}")
+    elif check.inputs and args is None:
+        where.append(f"from kernel input{'s' if len(check.inputs) > 1 else ''} "
+                     f"{', '.join(f'#{i}' for i in check.inputs)}")
     where.append(f"checked in the kernel {kernel.source}")
     prefix = f"fusebind: in '{fn}': " if fn else "fusebind: "
     err = IndexOutOfBounds(f"{prefix}{head}index {index} is out of bounds for {axis} with size {size} "
                            f"({'; '.join(where)})")
     err.index, err.size, err.check = index, size, check  # type: ignore[attr-defined]
+    err.kernel, err.status, err.function = kernel, tuple(int(v) for v in status), fn  # type: ignore[attr-defined]
+    err.inputs = inputs  # type: ignore[attr-defined]
     return err
+
+
+def located(err: BaseException, function: str, arguments: Any, names: Any) -> BaseException:
+    """`err` (raised by an ABI v2 kernel's call, `status_error`) worded with the function it ran
+    in and the argument its bad index came from: kernel input k is argument `names[j]` when it
+    is the very array `arguments[j]`. Any other error, or one already located, is returned as is."""
+    kernel, inputs = getattr(err, "kernel", None), getattr(err, "inputs", None)
+    if not isinstance(err, IndexOutOfBounds) or kernel is None or getattr(err, "function", None):
+        return err
+    by_id = {id(a): n for a, n in zip(arguments, names)}
+    args = [by_id.get(id(a)) for a in inputs] if inputs is not None else []
+    return status_error(kernel, err.status, (function, args)) or err  # type: ignore[attr-defined]
 
 
 class FlatKernel:
@@ -306,7 +326,7 @@ class Kernel:
             raise KernelError(
                 f"kernel {self.source} raised {type(exc).__name__}: {exc}; its outputs were not (fully) written"
             ) from exc
-        failed = status_error(self, status) if status is not None else None
+        failed = status_error(self, status) if status is not None else None  # descriptors: no arrays
         if failed is not None:
             raise failed
 

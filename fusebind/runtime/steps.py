@@ -174,15 +174,16 @@ def _fast_status_call(function: Callable[..., Any], alloc: Callable[[], np.ndarr
         if function(*args, o, status) is None:
             return None
         if status[0]:
-            raise status_error(kernel, status, names[0])  # type: ignore[misc]
+            raise status_error(kernel, status, names[0], args)  # type: ignore[misc]
         count[0] += 1
         return o
     return call
 
 
-def raise_for_status(kernel: Any, status: np.ndarray) -> None:
-    """Raise the `fb.IndexOutOfBounds` a set status of `kernel` (an ABI v2 kernel) reports."""
-    err = status_error(kernel, status)
+def raise_for_status(kernel: Any, status: np.ndarray, inputs: Any = None) -> None:
+    """Raise the `fb.IndexOutOfBounds` a set status of `kernel` (an ABI v2 kernel) reports;
+    `inputs`: the call's input arrays (the executor names the argument among them)."""
+    err = status_error(kernel, status, None, inputs)
     if err is not None:
         raise err
 
@@ -215,7 +216,7 @@ class ThunkStep:
                     raise FusebindInternalError(f"fusebind internal error: the call thunk refused validated operands "
                                        f"{[(np.asarray(a).dtype, np.shape(a)) for a in ins]}")
             if status and status[0][0]:
-                raise_for_status(self.kernel, status[0])
+                raise_for_status(self.kernel, status[0], ins)
             return
         arrays = [*(contig(np.asarray(a)) for a in ins), *outs]
         fn = self.chunk_thunk.released
@@ -230,7 +231,7 @@ class ThunkStep:
             raise FusebindInternalError("fusebind internal error: the call thunk refused a chunk of a split call")
         for chunk in chunks if self.status else ():  # the first chunk that failed: the first bad index
             if chunk[-1][0]:
-                raise_for_status(self.kernel, chunk[-1])
+                raise_for_status(self.kernel, chunk[-1], ins)
 
 
 class GuardedStep:
