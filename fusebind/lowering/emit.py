@@ -140,17 +140,18 @@ def _emit(region_or_func: Any, name: str, dynamic: bool, strided: bool,
                 dims.append(d)
         values[arg] = Value(tname, dims, elem)
     terminator = block.last_op
+    ops = [op for op in block.ops if op is not terminator]
+    reads = _input_reads(block, ops)
     plan = rw.plan_rows(block) if rowwise else "row-wise emission off"
     if isinstance(plan, rw.RowPlan):
+        # ops are emitted by rowwise.py: the inputs any index map's indices come from
+        em.sources = _index_sources(reads, [op for op in ops if getattr(type(op), "INDEX_MAP", False)])
         outputs, tail = rw.emit_rows(em, block, values, plan, dynamic, strided)
     else:
-        ops = [op for op in block.ops if op is not terminator]
         inlined = exprs.deferred_ops(block, ops, accumulate.is_blocked, set())  # built inside the sums using them
-        reads = _input_reads(block, ops)
         for op in ops:
             args = [values[o] for o in op.operands]
-            # the inputs a checked op's indices (operands after the first) come from
-            em.sources = tuple(sorted(set().union(*(reads.get(o, ()) for o in op.operands[1:]))))
+            em.sources = _index_sources(reads, [op])  # the inputs a checked op's indices come from
             values[op.results[0]] = exprs.make_expr(op, args) if op in inlined else emit_op(em, op, args)
         outputs, tail = _write_outputs(em, [values[r] for r in terminator.operands], dynamic)
     params = [f"%in{i}: {mtype(s, strided)}" for i, s in enumerate(inputs)]
@@ -168,6 +169,11 @@ def _emit(region_or_func: Any, name: str, dynamic: bool, strided: bool,
         return CheckedKernel(module, name, tuple(inputs), tuple(outputs), isinstance(plan, rw.RowPlan),
                              tuple(em.checks), tuple(em.check_sources))
     return EmittedKernel(module, name, tuple(inputs), tuple(outputs), isinstance(plan, rw.RowPlan))
+
+
+def _index_sources(reads: dict[Any, frozenset[int]], ops: list[Any]) -> tuple[int, ...]:
+    """The block arguments the indices of `ops` (their operands after the first) are computed from."""
+    return tuple(sorted(frozenset().union(*(reads.get(o, frozenset()) for op in ops for o in op.operands[1:]))))
 
 
 def _input_reads(block: Any, ops: list[Any]) -> dict[Any, frozenset[int]]:

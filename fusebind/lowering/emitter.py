@@ -55,9 +55,8 @@ class Emitter:
     counter: int = 0
     index_consts: dict[int, str] = field(default_factory=dict)
     called: set[tuple[str, str]] = field(default_factory=set)
-    #: the error channel: the `what` of each distinct check `checked_index` emitted (its code is
-    #: the position + 1), and per check the region inputs the op being emitted reads (`sources`,
-    #: set by the driver), so the runtime can name the argument a bad index came from
+    #: the error channel: each check `checked_index` emitted (code = position + 1) and the inputs
+    #: its index is computed from (`sources`, set by the driver per op): the runtime's words
     checks: list[str] = field(default_factory=list)
     check_sources: list[tuple[int, ...]] = field(default_factory=list)
     sources: tuple[int, ...] = ()
@@ -75,49 +74,34 @@ class Emitter:
     def checked_index(self, b: TextScalarBuilder, raw: str, size: Dim, what: str) -> str:
         """The kernel ABI's error channel (docs/KERNEL-ABI.md): `raw` (an i64 value of `b`) as an
         `index` in [0, size): a negative one counts from the end, as numpy's; one outside
-        [-size, size) is clamped (the read stays in the array) and reported in the kernel's status
-        memref, which the runtime turns into `fb.IndexOutOfBounds` after the call. `what` names the
-        checked axis for that message ("axis 0 of prim.gather").
-
-        What it emits into `b`'s body: the normalized index, `bad = idx < 0 || idx >= size`, the
-        clamped read index `bad ? 0 : idx`, and `scf.if bad` storing (check code, raw index, size)
-        into `%status` (STATUS_TYPE) only while its code is still 0, so the first bad index in loop
-        order is the one reported. The check code is the 1-based position of `what` in `checks`,
-        which travels with the compiled kernel (its signature) to word the error. A kernel that
-        never calls this has no status operand: its loops are exactly as before."""
+        [-size, size) is clamped to 0 (the read stays in the array) and reported in the kernel's
+        status memref, which the runtime turns into `fb.IndexOutOfBounds` after the call. `what`
+        names the checked axis for that message ("axis 0 of prim.gather").
+        Emitted: `scf.if bad` stores [code, raw, size] into `%status` only while its code is 0 (the
+        first bad index in loop order); code k is the k-th entry of `checks`."""
         if b.elem(raw) != "i64":
             raise ScalarEmitError(f"{what}: checked_index takes an i64 index, got {b.elem(raw)}")
-        if what not in self.checks:
+        site = [k for k, c in enumerate(zip(self.checks, self.check_sources)) if c == (what, self.sources)]
+        if not site:
             self.checks.append(what)
             self.check_sources.append(self.sources)
-        code = self.checks.index(what) + 1
-        if isinstance(size, int):
-            n = b.constant(size, "i64")
-        else:
-            n = b._op(f"arith.index_cast {size} : index to i64", "i64")
+        code = (site[0] if site else len(self.checks) - 1) + 1
+        n = b.constant(size, "i64") if isinstance(size, int) else b._op(f"arith.index_cast {size} : index to i64",
+                                                                         "i64")
         zero = b.constant(0, "i64")
         neg = b._op(f"arith.cmpi slt, {raw}, {zero} : i64", "i1")
-        wrapped = b._op(f"arith.addi {raw}, {n} : i64", "i64")
-        idx = b._op(f"arith.select {neg}, {wrapped}, {raw} : i64", "i64")
-        low = b._op(f"arith.cmpi slt, {idx}, {zero} : i64", "i1")
-        high = b._op(f"arith.cmpi sge, {idx}, {n} : i64", "i1")
+        idx = b._op(f"arith.select {neg}, {b._op(f'arith.addi {raw}, {n} : i64', 'i64')}, {raw} : i64", "i64")
+        low, high = b._op(f"arith.cmpi slt, {idx}, {zero} : i64", "i1"), b._op(f"arith.cmpi sge, {idx}, {n} : i64", "i1")
         bad = b._op(f"arith.ori {low}, {high} : i1", "i1")
         safe = b._op(f"arith.select {bad}, {zero}, {idx} : i64", "i64")
-        c0, c1, c2 = self.fresh("sc"), self.fresh("sc"), self.fresh("sc")
-        first, unset, k = self.fresh("st"), self.fresh("st"), self.fresh("st")
-        b.lines += [f"scf.if {bad} {{",
-                    f"  {c0} = arith.constant 0 : index",
-                    f"  {first} = memref.load {STATUS}[{c0}] : {STATUS_TYPE}",
-                    f"  {unset} = arith.cmpi eq, {first}, {zero} : i64",
-                    f"  scf.if {unset} {{",
-                    f"    {c1} = arith.constant 1 : index",
-                    f"    {c2} = arith.constant 2 : index",
-                    f"    {k} = arith.constant {code} : i64",
-                    f"    memref.store {k}, {STATUS}[{c0}] : {STATUS_TYPE}",
-                    f"    memref.store {raw}, {STATUS}[{c1}] : {STATUS_TYPE}",
-                    f"    memref.store {n}, {STATUS}[{c2}] : {STATUS_TYPE}",
-                    "  }",
-                    "}"]
+        c, first, unset, k = self.fresh("sc"), self.fresh("st"), self.fresh("st"), self.fresh("st")
+        stores = [f"    {c}_{j} = arith.constant {j} : index\n    memref.store {v}, {STATUS}[{c}_{j}] : {STATUS_TYPE}"
+                  for j, v in ((1, raw), (2, n))]
+        b.lines += [f"scf.if {bad} {{", f"  {c} = arith.constant 0 : index",
+                    f"  {first} = memref.load {STATUS}[{c}] : {STATUS_TYPE}",
+                    f"  {unset} = arith.cmpi eq, {first}, {zero} : i64", f"  scf.if {unset} {{",
+                    f"    {k} = arith.constant {code} : i64", f"    memref.store {k}, {STATUS}[{c}] : {STATUS_TYPE}",
+                    *stores, "  }", "}"]
         return b._op(f"arith.index_cast {safe} : i64 to index", "index")
 
     def empty(self, shape: Sequence[Dim], elem: str) -> str:

@@ -131,6 +131,14 @@ def status_error(kernel: "Kernel", status: Any, names: Any = None, inputs: Any =
     return err
 
 
+def _view_of(array: Any, arguments: Any, names: Any) -> str | None:
+    """The name of the one argument `array` is a view of (a reshape or transpose made outside the
+    kernel), or None. Only on the error path: `np.may_share_memory` compares bounds."""
+    found = [n for a, n in zip(arguments, names) if isinstance(a, np.ndarray) and isinstance(array, np.ndarray)
+             and array.base is not None and np.may_share_memory(array, a)]
+    return found[0] if len(found) == 1 else None
+
+
 def located(err: BaseException, function: str, arguments: Any, names: Any) -> BaseException:
     """`err` (raised by an ABI v2 kernel's call, `status_error`) worded with the function it ran
     in and the argument its bad index came from: kernel input k is argument `names[j]` when it
@@ -139,7 +147,7 @@ def located(err: BaseException, function: str, arguments: Any, names: Any) -> Ba
     if not isinstance(err, IndexOutOfBounds) or kernel is None or getattr(err, "function", None):
         return err
     by_id = {id(a): n for a, n in zip(arguments, names)}
-    args = [by_id.get(id(a)) for a in inputs] if inputs is not None else []
+    args = [by_id.get(id(a), _view_of(a, arguments, names)) for a in inputs] if inputs is not None else []
     return status_error(kernel, err.status, (function, args)) or err  # type: ignore[attr-defined]
 
 
