@@ -209,29 +209,42 @@ class ThunkStep:
             self.chunk_thunk = ThunkCall(target, [(ANY_DIM, *s[1:]) for s in (*in_shapes, *out_shapes)] + extra)
 
     def __call__(self, ins: list[Any], outs: list[np.ndarray]) -> None:
+        if self.status:
+            self._call_checked(ins, outs)
+            return
         if self.chunks == 1:
-            status = [new_status()] if self.status else []
-            if self.thunk.function(*ins, *outs, *status) is None:  # e.g. a non-contiguous input
-                if self.thunk.function(*(contig(np.asarray(a)) for a in ins), *outs, *status) is None:
+            if self.thunk.function(*ins, *outs) is None:  # e.g. a non-contiguous input
+                if self.thunk.function(*(contig(np.asarray(a)) for a in ins), *outs) is None:
                     raise FusebindInternalError(f"fusebind internal error: the call thunk refused validated operands "
                                        f"{[(np.asarray(a).dtype, np.shape(a)) for a in ins]}")
-            if status and status[0][0]:
-                raise_for_status(self.kernel, status[0], ins)
             return
+        self._call_split(ins, outs, [])
+
+    def _call_split(self, ins: list[Any], outs: list[np.ndarray], statuses: list[np.ndarray]) -> None:
         arrays = [*(contig(np.asarray(a)) for a in ins), *outs]
         fn = self.chunk_thunk.released
         b = self.bounds
-        chunks = [[a[b[c]:b[c + 1]] for a in arrays] + ([new_status()] if self.status else [])
-                  for c in range(self.chunks)]
+        chunks = [[a[b[c]:b[c + 1]] for a in arrays] + statuses[c:c + 1] for c in range(self.chunks)]
         pool = self.pool(self.chunks)
         futures = [pool.submit(fn, *chunk) for chunk in chunks[1:]]
         ok = fn(*chunks[0]) is not None
         ok = all([f.result() is not None for f in futures]) and ok
         if not ok:
             raise FusebindInternalError("fusebind internal error: the call thunk refused a chunk of a split call")
-        for chunk in chunks if self.status else ():  # the first chunk that failed: the first bad index
-            if chunk[-1][0]:
-                raise_for_status(self.kernel, chunk[-1], ins)
+
+    def _call_checked(self, ins: list[Any], outs: list[np.ndarray]) -> None:
+        """ABI v2: each call (each chunk) passes its own status; the first set one raises."""
+        statuses = [new_status() for _ in range(self.chunks)]
+        if self.chunks == 1:
+            if self.thunk.function(*ins, *outs, statuses[0]) is None:
+                if self.thunk.function(*(contig(np.asarray(a)) for a in ins), *outs, statuses[0]) is None:
+                    raise FusebindInternalError(f"fusebind internal error: the call thunk refused validated operands "
+                                       f"{[(np.asarray(a).dtype, np.shape(a)) for a in ins]}")
+        else:
+            self._call_split(ins, outs, statuses)
+        for status in statuses:  # in chunk order: the first bad index in loop order
+            if status[0]:
+                raise_for_status(self.kernel, status, ins)
 
 
 class GuardedStep:

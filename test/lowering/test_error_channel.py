@@ -221,6 +221,28 @@ def test_concurrent_calls_each_get_their_own_status(take: Kernel) -> None:
     assert wrong == []
 
 
+def test_a_python_callback_kernel_of_abi_v2_reports_through_the_guarded_step() -> None:
+    from fusebind.runtime.steps import GuardedStep
+
+    sig = KernelSignature(((DType.I64, 1),), ((DType.I64, 1),), status=True)
+
+    def first_negative(idx, out, status) -> None:  # out = idx; a negative index is "bad"
+        n = idx.contents.sizes[0]
+        for i in range(n):
+            v = idx.contents.aligned[i]
+            out.contents.aligned[i] = v
+            if v < 0 and status.contents.aligned[0] == 0:
+                status.contents.aligned[0], status.contents.aligned[1], status.contents.aligned[2] = 1, v, n
+
+    kernel = Kernel.from_python(first_negative, signature=sig, checks=("axis 0 of py.check",))
+    step = GuardedStep(kernel, None)
+    out = np.empty(4, np.int64)
+    step([np.array([3, 2, 1, 0])], [out])
+    np.testing.assert_array_equal(out, [3, 2, 1, 0])
+    with pytest.raises(IndexOutOfBounds, match=r"py\.check: index -2 is out of bounds for axis 0 with size 4"):
+        step([np.array([3, -2, -1, 0])], [out])
+
+
 def test_checked_index_refuses_a_non_i64_index() -> None:
     em = Emitter(None)
     b = TextScalarBuilder(em.fresh, None)
