@@ -46,6 +46,25 @@ def _constant_indices(op: Any) -> np.ndarray | None:
     return None
 
 
+def _feeds_reduction(op: Any) -> bool:
+    """A reduction reads `op`'s result, directly or through ops that read by maps (elementwise
+    ops, broadcasts, other index maps): fusion will try to fold the gather into it."""
+    seen, todo = set(), [op]
+    while todo:
+        cur = todo.pop()
+        for use in cur.results[0].uses if len(cur.results) == 1 else ():
+            user = use.operation
+            if id(user) in seen:
+                continue
+            seen.add(id(user))
+            kind = op_kind(user) if hasattr(user, "name") else ""
+            if kind.startswith("reduce"):
+                return True
+            if hasattr(user, "scalar_body") or kind == "broadcast_to" or getattr(type(user), "INDEX_MAP", False):
+                todo.append(user)
+    return False
+
+
 def _size_i64(em: Any, b: TextScalarBuilder, size: Dim) -> str:
     if isinstance(size, int):
         return b.constant(size, "i64")
@@ -89,11 +108,28 @@ def emit(em: Any, op: Any, args: list[Any], result_type: Any) -> Any:
         idx_res = [("0" if (c == 1 and shape[j] != 1) else f"d{j}") for j, c in enumerate(idx.shape)]
         x_dims = [None if j == axis else j for j in range(r)]
         x_zero = [j != axis and a == 1 and shape[j] != 1 for j, a in enumerate(x.shape)]
+    if isinstance(x.shape[axis], int) and x.shape[axis] == 0:
+        raise ScalarEmitError(f"{op.name}: a gather from an empty axis has no element to read (every index is "
+                              "out of range: the reference raises)")
     rank = len(shape)
     dims = ", ".join(f"d{j}" for j in range(rank))
-    maps = [f"affine_map<({dims}) -> ({', '.join(idx_res)})>", f"affine_map<({dims}) -> ({dims})>"]
+    maps = [f"affine_map<({dims}) -> ({', '.join(idx_res)})>"]
+    ins, params = [idx], []
     b = TextScalarBuilder(em.fresh, em.fastmath)
     (p,), (iv,) = em._bind_args(b, [idx])
+    params.append(p)
+    cover = _feeds_reduction(op)
+    if cover:
+        # Upstream elementwise fusion folds a producer into a *reduction* only when every loop dim
+        # keeps an input that defines it, and the indices alone do not cover x's other dims. So
+        # x is an input too, read through a map at position 0 of the gathered axis, and used (so
+        # that canonicalization keeps it) by a select whose condition is always true (the read
+        # index is >= 0): LLVM folds it and the dead load away.
+        x_res = ["0" if d is None or x_zero[j] else f"d{d}" for j, d in enumerate(x_dims)]
+        maps.append(f"affine_map<({dims}) -> ({', '.join(x_res)})>")
+        ins.append(x)
+        params.append(b.bind(em.fresh("x"), storage(x.elem)))
+    maps.append(f"affine_map<({dims}) -> ({dims})>")
     raw = b.cast(iv, "i64")
     at = _index(em, op, b, raw, x.shape[axis], axis)
     coords = []
@@ -105,7 +141,11 @@ def emit(em: Any, op: Any, args: list[Any], result_type: Any) -> Any:
         else:
             coords.append(b._op(f"linalg.index {d} : index", "index"))
     val = b._op(f"tensor.extract {x.name}[{', '.join(coords)}] : {ttype(x.shape, x.elem)}", storage(x.elem))
+    if cover:
+        as_int = b._op(f"arith.index_cast {at} : index to i64", "i64")
+        keep = b.compare("ge", as_int, b.constant(0, "i64"))
+        val = b._op(f"arith.select {keep}, {val}, {params[1]} : {storage(x.elem)}", storage(x.elem))
     if x.elem == "i1":  # the generic yields the storage type; _generic extends an i1 result itself
         val = b._op(f"arith.trunci {val} : i8 to i1", "i1")
     em.called |= b.called
-    return em._generic([idx], maps, ["parallel"] * rank, shape, x.elem, [p], b, val, em.empty(shape, x.elem))
+    return em._generic(ins, maps, ["parallel"] * rank, shape, x.elem, params, b, val, em.empty(shape, x.elem))
