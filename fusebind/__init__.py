@@ -21,7 +21,7 @@ _API = (
     "ArgumentError", "CompiledFunction", "ConstantArray", "EntryError", "FusebindAxisError", "FusebindError",
     "FusebindIndexError", "FusebindOverflowError", "FusebindValueError", "IndexOutOfBounds", "IntegerPowerError",
     "NumpyMismatchError", "JitFunction", "OpRegistrationError", "TraceError", "UnsupportedOperation", "compile",
-    "constant", "jit", "register_op",
+    "constant", "jit", "register_op", "VmapFunction", "vmap",
 )
 
 

@@ -2,7 +2,7 @@
 
 Owns nothing but the public names; see trace.py (tracing), functions.py
 (exp, softmax, ...: the op functions are generated from the op registry,
-so their names here are too), ops.py (`register_op`), jit.py (the callable),
+so their names here are too), ops.py (`register_op`), jit.py (the callable), vmap.py (`vmap`),
 capture.py (scalar arguments, captured arrays, `constant`) and compile.py
 (MLIR input).
 """
@@ -17,13 +17,14 @@ from fusebind.api.errors import (
 from fusebind.api.jit import JitFunction, jit
 from fusebind.dialect.errors import IndexOutOfBounds
 from fusebind.api.ops import OpRegistrationError, register_op
+from fusebind.api.vmap import VmapFunction, vmap
 
 #: the names that are not array functions (those come from functions.__all__)
 _NAMED = [
     "ArgumentError", "CompiledFunction", "ConstantArray", "EntryError", "FusebindAxisError", "FusebindError",
     "FusebindIndexError", "FusebindOverflowError", "FusebindValueError", "IndexOutOfBounds", "IntegerPowerError",
     "NumpyMismatchError", "JitFunction", "OpRegistrationError", "TraceError", "UnsupportedOperation", "compile",
-    "constant", "jit", "register_op",
+    "constant", "jit", "register_op", "VmapFunction", "vmap",
 ]
 globals().update({name: getattr(_functions, name) for name in _functions.__all__})
 
