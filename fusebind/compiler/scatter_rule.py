@@ -1,0 +1,52 @@
+"""The scatter rule: each `prim.scatter` gets a region, with the elementwise ops that only feed it.
+
+A scatter outside a region runs its numpy reference (`ufunc.at`, an unbuffered per-element loop);
+inside one it lowers to a loop over the updates (`lowering/emit_scatter.py`). So every free
+scatter is proposed as a region, joined by its prologue: the free fusable elementwise producers
+(casts, broadcasts of the values, index arithmetic, the computation of x) and earlier scatters
+(`fb.at(fb.at(x)[i].add(v))[j].set(w)`: one kernel updating one buffer) whose every user is already
+in the region, up to the size bound. Its consumers stay outside (the scatter's result is a
+whole updated array; a consumer reading it is a separate loop anyway).
+
+A region of the scatter alone is priced like the op alone (Layer-1 cannot tell a compiled loop from
+the reference), so it is proposed but found unprofitable; a region with a prologue (the broadcast
+of a scalar update, a cast of the indices) saves that prologue's buffer and wins.
+
+Must not: price, gate or rewrite IR (a rule only proposes `Candidate`s); import synthesized_rules
+(it imports this module).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.ir import Operation
+
+from fusebind.compiler.matching import Candidate, MatchState, in_block_order
+from fusebind.dialect.prim_scatter import ScatterOp
+
+
+def scatter_regions(state: MatchState, fusable: Callable[[Operation], bool],
+                    name: Callable[[str, tuple[Operation, ...]], str]) -> list[Candidate]:
+    """The candidates; `fusable` and `name` are synthesized_rules' `is_fusable_elementwise` and
+    `synthesized_name` (passed in by the rule table there, which imports this module)."""
+    out: list[Candidate] = []
+    g = state.graph
+    taken: set[Operation] = set()
+    for sc in reversed(g.ops):  # the last of a chain of scatters first: it collects the earlier ones
+        if not isinstance(sc, ScatterOp) or not state.free(sc) or sc in taken:
+            continue
+        members: list[Operation] = [sc]
+        stack = [sc]
+        while stack and len(members) < state.max_ops:
+            cur = stack.pop()
+            for p in g.producers(cur):
+                if ((fusable(p) or isinstance(p, ScatterOp)) and state.free(p) and p not in taken and p not in members
+                        and all(u in members for u in g.users(p)) and len(members) < state.max_ops):
+                    members.append(p)
+                    stack.append(p)
+        ops = in_block_order(state, members)
+        taken.update(ops)
+        out.append(Candidate("scatter", name("fused_", ops), ops))
+    out.reverse()  # in block order
+    return out
