@@ -55,11 +55,13 @@ def _positions(graph: Graph, fn: Any, what: str) -> np.ndarray:
 
 
 def flip(p: Probe | None, m: Any, axis: Any = None) -> Tracer:
+    """One prim.slice with stride -1 on the flipped axes (a reversing index map, no index array)."""
+    from fusebind.api.numpy_shapes import slice_axes
+
     graph = K.graph_of(m)
     x = tracer(graph, m)
-    for ax in K.normalize_axes(graph, axis, x.ndim):
-        x = K.take(x, ax, np.arange(x.shape[ax])[::-1], "numpy.flip")
-    return x
+    axes = K.normalize_axes(graph, axis, x.ndim)
+    return slice_axes(x, [slice(None, None, -1 if i in axes else 1).indices(n) for i, n in enumerate(x.shape)])
 
 
 def fliplr(p: Probe | None, m: Any) -> Tracer:
