@@ -38,6 +38,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import LONG, scaled
+from index_maps import available_kinds, index_values, mlir_line, plan, propagate, registered_index_map_kinds
+from index_maps import apply as apply_index_map
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "differential"
 FLOATS = ("f32", "f64")
@@ -65,6 +67,7 @@ class Graph:
     ops: list[tuple[str, list[int], dict[str, Any]]] = field(default_factory=list)
     values: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
     outputs: list[int] = field(default_factory=list)
+    index_bounds: dict[int, int] = field(default_factory=dict)  # index argument -> its axis size
 
     def __post_init__(self) -> None:
         if not self.values:
@@ -99,6 +102,9 @@ def to_mlir(g: Graph, name: str = "main") -> str:
             lines.append(f"  {res} = prim.constant dense<{attrs['value']!r}> : {rt}")
         elif kind in UNARY or kind == "cast":
             lines.append(f"  {res} = prim.{kind} {ins} : {its} -> {rt}")
+        elif (line := mlir_line(kind, res, [names[i] for i in opnds], [ttype(*g.values[i]) for i in opnds], rt,
+                                attrs)) is not None:
+            lines.append(line)
         elif kind.startswith("reduce_"):
             keep = ", keepdims" if attrs.get("keepdims", True) else ""
             lines.append(f"  {res} = prim.{kind} {ins} {{axes = [{attrs['axis']}]{keep}}} : {its} -> {rt}")
@@ -128,8 +134,13 @@ class Chooser:
         return self._rng.randint(lo, hi)  # type: ignore[union-attr]
 
 
-def build_graph(c: Chooser, shape: tuple[int, int], max_ops: int = 4) -> Graph:
-    """A random graph over a (R, C) base shape; every op is in a "safe" form."""
+#: how many index maps a graph draws (LONG: more of them, and more often)
+MAP_COUNTS = (0, 0, 1, 2) if LONG else (0, 0, 0, 1)
+
+
+def build_graph(c: Chooser, shape: tuple[int, int], max_ops: int = 4, index_map: str | None = None) -> Graph:
+    """A random graph over a (R, C) base shape; every op is in a "safe" form. `index_map`: a KIND
+    of index-map op the graph holds for sure (besides the ones it draws)."""
     R, C = shape
     family = c.pick(("float", "float", "float", "int", "mixed"))
     elem = c.pick(INTS) if family == "int" else c.pick(FLOATS)
@@ -140,12 +151,26 @@ def build_graph(c: Chooser, shape: tuple[int, int], max_ops: int = 4) -> Graph:
         args += [(elem, (R, K)), (elem, (K, C))]
     if family == "mixed":
         args.append(("i32", (R, C)))
-    g = Graph(args)
+    mixed_arg = len(args) - 1
+    # index maps (the registry's INDEX_MAP ops this corpus can generate), planned before the
+    # arguments are fixed: some read an extra argument (a wider array, an index array)
+    kinds = available_kinds()
+    maps = [plan(c, c.pick(kinds), (R, C), elem) for _ in range(c.pick(MAP_COUNTS) if kinds else 0)]
+    if index_map is not None:
+        maps.insert(0, plan(c, index_map, (R, C), elem))
+    bounds: dict[int, int] = {}
+    for m in maps:
+        for a_elem, a_shape, bound in m.extra:
+            m.arg_positions.append(len(args))
+            if bound is not None:
+                bounds[len(args)] = bound
+            args.append((a_elem, a_shape))
+    g = Graph(args, index_bounds=bounds)
     full = [0, 1]
     if head == "matmul":
         full.append(g.add("matmul", [4, 5], elem, (R, C)))
     if family == "mixed":
-        full.append(g.add("cast", [len(args) - 1], elem, (R, C)))
+        full.append(g.add("cast", [mixed_arg], elem, (R, C)))
     cur = full[-1]
 
     def const(v: float) -> int:
@@ -162,11 +187,13 @@ def build_graph(c: Chooser, shape: tuple[int, int], max_ops: int = 4) -> Graph:
     n_ops = c.int(1, max_ops)
     for _ in range(n_ops):
         shape_cur = g.values[cur][1]
-        kinds = ["binary", "binary", "reduce", "select", "unary"]
+        kinds = ["binary", "binary", "reduce", "select", "unary"] + (["index_map"] if maps else [])
         if elem in FLOATS:
             kinds += ["transc", "transc"]
         kind = c.pick(tuple(kinds))
-        if kind == "binary":
+        if kind == "index_map":
+            cur = apply_index_map(maps.pop(0), g, cur)
+        elif kind == "binary":
             op = c.pick(BINARY if elem in FLOATS else ("add", "sub", "mul", "max", "min"))
             other_kind = c.pick(("full", "row", "col", "scalar", "value"))
             other = {"full": 1, "row": 2, "col": 3}.get(other_kind)
@@ -200,6 +227,8 @@ def build_graph(c: Chooser, shape: tuple[int, int], max_ops: int = 4) -> Graph:
             pred = c.pick(("lt", "ge", "ne"))
             cond = g.add("compare", [0, 2], "i1", (R, C), pred=pred)  # arguments only: exact in every arm
             cur = g.add("select", [cond, cur, c.pick(tuple(full))], elem, np.broadcast_shapes(g.values[cur][1], (R, C)))
+    for m in maps:  # the ones the loop did not place read the chain's end
+        cur = apply_index_map(m, g, cur)
     outs = [cur]
     if c.int(0, 3) == 0 and len(g.values[cur][1]) == 2 and g.values[cur][1][1] > 1:
         red = c.pick(("reduce_sum", "reduce_max"))
@@ -218,8 +247,10 @@ def make_args(g: Graph, seed: int, regime: str) -> list[np.ndarray]:
     "specials" (N(0,1) with NaN, ±0, ±inf sprinkled in), "wrap" (ints near overflow)."""
     rng = np.random.default_rng(seed)
     out = []
-    for elem, shape in g.args:
-        if elem in INTS:
+    for pos, (elem, shape) in enumerate(g.args):
+        if pos in g.index_bounds:  # an index array: in range whatever the regime
+            a = index_values(rng, NP[elem], shape, g.index_bounds[pos])
+        elif elem in INTS:
             hi = np.iinfo(NP[elem]).max if regime == "wrap" else 50
             a = rng.integers(-hi, hi, size=shape, endpoint=True).astype(NP[elem])
         else:
@@ -316,6 +347,8 @@ def error_bounds(g: Graph, args: list[np.ndarray]) -> tuple[list[np.ndarray], li
                 a, b = xs
                 v = {"lt": np.less, "ge": np.greater_equal, "ne": np.not_equal}[attrs["pred"]](a, b)
                 err = np.zeros(v.shape)
+            elif (ve := propagate(kind, attrs, xs, es)) is not None:
+                v, err = ve
             elif kind == "select":
                 cond, a, b = xs
                 v = np.where(cond, a, b).astype(a.dtype)
@@ -365,17 +398,28 @@ class Outcome:
     fused: bool  # did the fused arm run a fused kernel
 
 
-def run_three_ways(text: str, g: Graph, args: list[np.ndarray]) -> Outcome:
-    """Interpreter, arm 0 and the fused arm on the same arguments; fail on disagreement."""
+#: the pooled test's parsed module and compiled arms per module text (its structures repeat with
+#: new values: the first call of each plans, later ones hit the plan cache or the fast path)
+_COMPILED: dict[str, tuple[Any, Any, Any]] = {}
+
+
+def run_three_ways(text: str, g: Graph, args: list[np.ndarray], reuse: bool = False) -> Outcome:
+    """Interpreter, arm 0 and the fused arm on the same arguments; fail on disagreement.
+    `reuse`: keep the parsed module and both compiled arms of `text` for its next call."""
     import fusebind as fb
     from fusebind.dialect import interpret, parse_module
 
+    hit = _COMPILED.get(text) if reuse else None
+    if hit is None:
+        hit = (parse_module(text), fb.compile(text, optimize=False), fb.compile(text))
+        if reuse:
+            _COMPILED[text] = hit
+    module, arm0, fused = hit
     with np.errstate(all="ignore"):
-        ref = interpret(parse_module(text), *args)
+        ref = interpret(module, *args)
     refs = list(ref) if isinstance(ref, tuple) else [ref]
     _, bounds = error_bounds(g, args)
-    arm0 = fb.compile(text, optimize=False)
-    fused = fb.compile(text)
+    fused_before = fused.stats.arms.fused_calls
     results = {"arm 0": arm0(*args), "fused": fused(*args)}
     for arm, got in results.items():
         gots = list(got) if isinstance(got, tuple) else [got]
@@ -384,7 +428,7 @@ def run_three_ways(text: str, g: Graph, args: list[np.ndarray]) -> Outcome:
             why = disagreement(o, r, bounds[out], g.values[out][0])
             if why is not None:
                 pytest.fail(f"{arm} disagrees with the interpreter on result #{k}: {why}\n{text}")
-    return Outcome(fused=fused.stats.arms.fused_calls > 0)
+    return Outcome(fused=fused.stats.arms.fused_calls > fused_before)
 
 
 # --------------------------------------------------------------------------- tests
@@ -396,10 +440,13 @@ _POOL: dict[int, tuple[Graph, str]] = {}
 
 
 def pooled_case(index: int, shape_index: int) -> tuple[Graph, str]:
-    """Structure `index` of the fixed pool (seeded), on pool shape `shape_index`."""
+    """Structure `index` of the fixed pool (seeded), on pool shape `shape_index`. Structure k <
+    the number of index-map KINDs holds the k-th for sure: the pool covers every one."""
     key = index * 100 + shape_index
     if key not in _POOL:
-        g = build_graph(Chooser(rng=random.Random(index)), POOL_SHAPES[shape_index])
+        kinds = available_kinds()
+        g = build_graph(Chooser(rng=random.Random(index)), POOL_SHAPES[shape_index],
+                        index_map=kinds[index] if index < len(kinds) else None)
         _POOL[key] = (g, to_mlir(g))
     return _POOL[key]
 
@@ -413,7 +460,23 @@ FUSED_SEEN: list[bool] = []
        seed=st.integers(0, 2**32 - 1), regime=st.sampled_from(REGIMES))
 def test_pooled_graphs_agree_three_ways(index: int, shape_index: int, seed: int, regime: str) -> None:
     g, text = pooled_case(index, shape_index)
-    FUSED_SEEN.append(run_three_ways(text, g, make_args(g, seed, regime)).fused)
+    FUSED_SEEN.append(run_three_ways(text, g, make_args(g, seed, regime), reuse=True).fused)
+
+
+def test_every_index_map_op_has_a_generator() -> None:
+    """Every built-in op with the INDEX_MAP fact joins this corpus (index_maps.py generates it);
+    a new one without a generator fails here rather than going untested."""
+    from index_maps import GENERATORS
+
+    assert registered_index_map_kinds(), "the registry lists no INDEX_MAP op (prim.slice has the fact)"
+    assert set(registered_index_map_kinds()) <= GENERATORS, sorted(set(registered_index_map_kinds()) - GENERATORS)
+
+
+def test_the_pool_covers_every_index_map_kind() -> None:
+    """Structure k of the pool holds the k-th index-map KIND, on every pool shape."""
+    for shape_index in range(len(POOL_SHAPES)):
+        seen = {kind for i in range(POOL_SIZE) for kind, _, _ in pooled_case(i, shape_index)[0].ops}
+        assert set(available_kinds()) <= seen, (POOL_SHAPES[shape_index], sorted(set(available_kinds()) - seen))
 
 
 def test_the_pooled_run_exercised_fused_kernels() -> None:
@@ -444,7 +507,8 @@ def corpus_cases() -> list[Path]:
 
 
 def graph_from_header(header: dict[str, Any]) -> Graph:
-    g = Graph([(e, tuple(s)) for e, s in header["args"]])
+    g = Graph([(e, tuple(s)) for e, s in header["args"]],
+              index_bounds={int(k): v for k, v in header.get("index_bounds", {}).items()})
     for kind, opnds, attrs, elem, shape in header["ops"]:
         g.add(kind, opnds, elem, tuple(shape), **attrs)
     g.outputs = header["outputs"]
@@ -453,8 +517,9 @@ def graph_from_header(header: dict[str, Any]) -> Graph:
 
 def graph_header(g: Graph, seed: int, regime: str) -> str:
     ops = [[k, o, a, *g.values[len(g.args) + i]] for i, (k, o, a) in enumerate(g.ops)]
+    extra = {"index_bounds": g.index_bounds} if g.index_bounds else {}
     return "// case: " + json.dumps({"args": g.args, "ops": ops, "outputs": g.outputs, "seed": seed,
-                                     "regime": regime})
+                                     "regime": regime, **extra})
 
 
 @pytest.mark.parametrize("path", corpus_cases(), ids=lambda p: p.name)
