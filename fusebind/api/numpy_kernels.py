@@ -359,10 +359,28 @@ def gather(x: Tracer, axis: int, idx: Tracer | np.ndarray, what: str) -> Tracer:
         return full(graph, 0, x.dtype, out_shape)
     if pos.ndim == 1 and np.array_equal(pos, np.arange(n)):
         return x
+    steps = np.unique(np.diff(pos.reshape(-1))) if pos.size > 1 else np.ones(1, np.int64)
+    if pos.ndim <= 1 and steps.size == 1 and steps[0] != 0:  # an arithmetic progression: a strided slice
+        return _progression(x, axis, int(pos.reshape(-1)[0]), int(steps[0]), pos.size, pos.shape)
     if n == 1:  # every index is 0: a broadcast along the new index dims
         return broadcast_to(reshape(x, x.shape[:axis] + (1,) * pos.ndim + x.shape[axis + 1:]), out_shape)
     small = np.int32 if n <= np.iinfo(np.int32).max else np.int64  # half the index bytes
     return graph.add(GatherOp(x.value, constant(graph, pos.astype(small), small).value, axis))
+
+
+def _progression(x: Tracer, axis: int, start: int, step: int, count: int, shape: tuple[int, ...]) -> Tracer:
+    """x's positions start, start + step, ... (count of them, in range) along `axis`, as one
+    prim.slice (an index map with no index array), reshaped to the index shape (0-d or 1-d)."""
+    from fusebind.dialect.prim_layout import SliceOp
+
+    n = x.shape[axis]
+    last = start + (count - 1) * step
+    limit = min(last + step, n) if step > 0 else max(last + step, -1)
+    bounds = [(0, d, 1) for d in x.shape]
+    bounds[axis] = (start, limit, step)
+    starts, limits, strides = zip(*bounds)
+    y = x.graph.add(SliceOp(x.value, starts, limits, strides))
+    return reshape(y, x.shape[:axis] + shape + x.shape[axis + 1:])
 
 
 def take(x: Tracer, axis: int, idx: np.ndarray, what: str) -> Tracer:

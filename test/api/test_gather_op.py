@@ -211,3 +211,15 @@ def test_ops_verify_their_shapes_and_print_as_they_parse() -> None:
     assert "prim.take_along %x, %i {axis = 0, in_bounds} : (tensor<5x6xi32>, tensor<1x1xi64>) -> tensor<1x6xi32>" \
         in text, text
     assert print_module(parse_module(text)) == text
+
+
+@pytest.mark.parametrize("idx, op", [([0, 2, 4], "prim.slice"), ([4, 1], "prim.slice"), (-2, "prim.slice"),
+                                     ([1, 1, 0], "prim.gather"), ([[0, 2], [4, 1]], "prim.gather")])
+def test_static_indices_gather_or_slice_as_numpy_takes(idx, op) -> None:
+    """A static arithmetic progression is a strided slice (no index array); other static indices
+    are one prim.gather of a constant. Both give np.take's values and shape."""
+    x = DATA[np.int64]
+    module = trace(lambda a: np.take(a, idx, axis=0), [x], ["a"], "f")
+    text = print_module(module)
+    assert op in text and ({"prim.slice", "prim.gather"} - {op}).pop() not in text, text
+    same(interpret(module, x), np.take(x, idx, axis=0))
