@@ -3,9 +3,19 @@
 Owns what every numpy function on a traced array is built from: constants,
 casts, select and the logical ops, reshape / transpose / broadcast,
 reductions over normalized axes (sum, max, min, any, all, mean, with numpy's
-results for empty axes), gathers by static indices (integer indexing,
-`np.take`, slices) and matmul with numpy's rules for 1-D operands. Also the
-errors these raise, worded as numpy words them, with the function's name.
+results for empty axes), gathers and matmul with numpy's rules for 1-D
+operands. Also the errors these raise, worded as numpy words them, with the
+function's name.
+
+Gathers: `gather(x, axis, idx, what)` is np.take (mode raise) by a static
+index array or a traced integer tracer, the one gather everything else builds
+on (advanced indexing, np.take, take_along_axis, flip / roll / repeat / tile /
+pad / diag...): one `prim.gather` (a static arithmetic progression is a
+`prim.slice`). Static indices are checked when tracing; traced ones read from
+an argument are checked before each call (Graph.checks, the error names the
+argument) and marked `in_bounds`; computed ones are checked where they are
+read (the kernel's error channel, or the op's reference on arm 0). `take` is
+the static form with -1 holes (the lowest value), `take_along` np.take_along_axis.
 
 The callers (numpy_ufuncs, numpy_dispatch) have already chosen the dtypes
 the way numpy does; nothing here promotes: operands of a binary op arrive in
