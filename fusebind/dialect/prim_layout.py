@@ -24,6 +24,16 @@ because the executor only knows reshape/broadcast_to results as views of their
 operand (a view of a reused plan buffer must not be returned uncopied). Inside
 a region it lowers to an index map that elementwise fusion folds into its
 consumer (`lowering/emitter.py`).
+
+`prim.concat` is np.concatenate of one or more operands along a static axis:
+
+    %r = prim.concat %a, %b {axis = 1} : (tensor<6x4xf32>, tensor<6x2xf32>) -> tensor<6x6xf32>
+
+The operands have one element type and one rank, agree on every dim but `axis`
+(0 <= axis < rank: the API normalizes numpy's negative axes), and the result's
+`axis` dim is the sum of theirs (dynamic if one of them is). A zero-length
+operand is allowed (it contributes nothing). Same category as slice: arm 0 runs
+its numpy reference; in a region it is an index map (`lowering/emit_concat.py`).
 """
 
 from __future__ import annotations
