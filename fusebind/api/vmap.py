@@ -30,10 +30,12 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
 from xdsl.dialects import func as func_d
+from xdsl.ir import BlockArgument
 
 from fusebind.api import trace as trace_mod
 from fusebind.api.errors import FusebindAxisError, FusebindValueError, UnsupportedOperation
@@ -358,6 +360,7 @@ def batch_call(vf: VmapFunction, leaves: list[Any], axes: list[Any], names: list
 
     def call(*tracers: Any) -> Any:
         inner = tracers[0].graph
+        _ROUTING.inner.append(inner)
         it = iter(tracers)
         values = []
         for leaf, v in zip(leaves, outer):
@@ -379,7 +382,13 @@ def batch_call(vf: VmapFunction, leaves: list[Any], axes: list[Any], names: list
         out_tree.append(tree)
         return tuple(out_leaves)
 
-    _, inner = trace_graph(vf.fn, arrays, arg_names, vf.name, call=call)
+    depth = len(_ROUTING.inner)
+    _route(graph, +1)
+    try:
+        _, inner = trace_graph(vf.fn, arrays, arg_names, vf.name, call=call)
+    finally:
+        _route(graph, -1)
+        del _ROUTING.inner[depth:]
     inner_values = [v for v in outer if v is not None]
     unchecked: dict[int, bool] = {}  # per-example positions whose check the caller cannot run: guarded?
     for check in inner.checks:
@@ -417,6 +426,40 @@ def batch_call(vf: VmapFunction, leaves: list[Any], axes: list[Any], names: list
             "so fusebind cannot check their range; pass them as an argument (or as a constant)")
     results = [_look(env, graph, o) for o in ret.operands]  # type: ignore[union-attr]
     return _outputs(vf, graph, results, out_tree[0], size)
+
+
+class _Routing(threading.local):
+    #: the per-example traces in progress in this thread, outermost first
+    inner: list[Graph]
+
+    def __init__(self) -> None:
+        self.inner = []
+
+
+_ROUTING = _Routing()
+
+
+def _routed_add(graph: Graph, op: Any) -> Tracer:
+    """`graph.add` while a per-example trace runs inside it. numpy's operators put an op in the graph
+    of their first traced operand, so `w * x`, with w a tracer of the enclosing trace that fn closes
+    over and x a per-example value, would land in the enclosing graph; it goes to the innermost
+    per-example trace that owns one of its operands instead (where it is batched with the rest)."""
+    if _ROUTING.inner and op.operands:
+        blocks = {v.owner if isinstance(v, BlockArgument) else v.owner.parent for v in op.operands}
+        for g in reversed(_ROUTING.inner):
+            if g.block in blocks:
+                return Graph.add(g, op)
+    return Graph.add(graph, op)
+
+
+def _route(graph: Graph, step: int) -> None:
+    """Install (+1) or remove (-1) `_routed_add` as `graph.add` (nested vmaps may share a caller)."""
+    n = graph.__dict__.get("_vmap_routes", 0) + step
+    graph.__dict__["_vmap_routes"] = n
+    if n == 1 and step > 0:
+        graph.add = functools.partial(_routed_add, graph)  # type: ignore[method-assign]
+    elif n == 0:
+        graph.__dict__.pop("add", None)
 
 
 def _look(env: dict[Any, tuple[Tracer, bool]], graph: Graph, value: Any) -> tuple[Tracer, bool]:

@@ -63,8 +63,17 @@ class NoBatchingRule:
 
 
 def _reshape(graph: Graph, t: Tracer, shape: Sequence[int]) -> Tracer:
+    """`t` reshaped (row-major); a reshape of a reshape reads the first one's operand, so the size-1
+    dims a rule adds and the next rule drops (a matmul's rows, say) leave no op behind."""
     shape = tuple(int(d) for d in shape)
-    return t if shape == t.shape else graph.add(prim.ReshapeOp(t.value, shape))
+    if shape == t.shape:
+        return t
+    owner = t.value.owner
+    if isinstance(owner, prim.ReshapeOp):
+        t = Tracer(graph, owner.operands[0])
+        if t.shape == shape:
+            return t
+    return graph.add(prim.ReshapeOp(t.value, shape))
 
 
 def _lift(graph: Graph, t: Tracer, rank: int) -> Tracer:

@@ -189,6 +189,16 @@ def test_closures_captures_nested_jit_and_weak_scalars_under_jit() -> None:
     close(got, np.tanh(X) * 2 @ W + W[0, 0] * np.float32(0.5) + np.float32(0.5))
 
 
+def test_an_enclosing_tracer_on_the_left_of_an_operator() -> None:
+    # Regression: `w * a` puts its op in the graph of its first operand, the enclosing trace's; it
+    # must still be batched with fn's ops (it was left in the enclosing graph reading fn's value)
+    g = fb.jit(lambda x, w: fb.vmap(lambda a: w * a - np.sum(w * a))(x))
+    close(g(X, Y[0]), np.stack([Y[0] * a - np.sum(Y[0] * a) for a in X]))
+    # nested: the innermost function reads a tracer two traces up
+    h = fb.jit(lambda x, w: fb.vmap(lambda r: fb.vmap(lambda a: w[0] * a + r.sum())(r))(x))
+    close(h(X, Y[0]), np.stack([[Y[0][0] * a + r.sum() for a in r] for r in X]))
+
+
 def test_vmap_of_a_jitted_function_and_jit_of_vmap_keep_their_functions() -> None:
     # Regression: functools.update_wrapper copies the wrapped object's __dict__, so fb.jit(fb.vmap(f))
     # took f itself as its function (and ran it unmapped, giving f's answer on the whole batch)
