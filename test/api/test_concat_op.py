@@ -209,3 +209,21 @@ def test_qkv_split_then_concat_back_is_one_fused_region(split, object_cache) -> 
     region = _one_region(f.explain(x))
     assert "prim.concat" in region and region.count("prim.slice") == 3, region
     assert f.stats.arm0_calls == 0
+
+
+def test_a_concat_used_twice_nested_and_sliced_matches_numpy(object_cache) -> None:
+    """A concat that is a result and is read again, a concat of a concat, a slice of a concat."""
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((16, 8)).astype(np.float32), rng.standard_normal((16, 24)).astype(np.float32)
+
+    def f(a, b):
+        c = np.concatenate([np.exp(a), b[:, ::-1]], axis=-1)
+        d = np.concatenate([c, a], axis=1)
+        return c, c * 2.0, d[:, ::3] + 1.0, np.concatenate([a[::-1], a[::2]], 0) * 3.0
+
+    g = fb.jit(f, cache=object_cache)
+    for got in (g(a, b), g(a, b)):
+        for x, y in zip(got, f(a, b)):
+            assert x.dtype == y.dtype and x.shape == y.shape
+            np.testing.assert_allclose(x, y, rtol=1e-6)
+    assert g.stats.arm0_calls == 0
