@@ -54,11 +54,17 @@ def _three_ways(fn, args, cache):
     return {"interpreter": interp, "arm 0": arm0, "fused": fused(*args), "fused again": fused(*args)}, fused
 
 
-CASES = [(dt, it) for dt in DATA for it in (np.int64, np.int32) if LONG or it == np.int64 or dt == np.float32]
+# by default every data dtype and both index dtypes, spread over the three forms (a compile each);
+# FUSEBIND_LONG=1: every form x data dtype x index dtype
+_SLICE = {_take: [(np.float32, np.int64), (np.float64, np.int32), (np.bool_, np.int64)],
+          _take_math: [(np.int32, np.int64), (np.float32, np.int32)],
+          _along: [(np.int64, np.int64), (np.float32, np.int64), (np.bool_, np.int32)]}
+CASES = [(fn, dt, it) for fn in _SLICE for dt in DATA for it in (np.int64, np.int32)
+         if LONG or (dt, it) in _SLICE[fn]]
 
 
-@pytest.mark.parametrize("dt, it", CASES, ids=[f"{np.dtype(d).name}-{np.dtype(i).name}" for d, i in CASES])
-@pytest.mark.parametrize("fn", [_take, _take_math, _along])
+@pytest.mark.parametrize("fn, dt, it", CASES,
+                         ids=[f"{f.__name__}-{np.dtype(d).name}-{np.dtype(i).name}" for f, d, i in CASES])
 def test_gathers_match_numpy_on_every_arm(fn, dt, it, object_cache) -> None:
     x, i = DATA[dt], (ALONG if fn is _along else IDX).astype(it)
     want = fn(x, i)
