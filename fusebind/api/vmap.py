@@ -406,6 +406,7 @@ def batch_call(vf: VmapFunction, leaves: list[Any], axes: list[Any], names: list
     for cap, t in inner.captures.values():
         env[t.value] = (capture_array(graph, cap.obj), False)
     ret = None
+    marker = graph.block.last_op  # the ops after it are the re-emitted ones
     for op in inner.block.ops:
         if isinstance(op, func_d.ReturnOp):
             ret = op
@@ -425,7 +426,22 @@ def batch_call(vf: VmapFunction, leaves: list[Any], axes: list[Any], names: list
             f"argument #{bare[0]} of '{vf.name}') are computed in the enclosing function, not one of its arguments, "
             "so fusebind cannot check their range; pass them as an argument (or as a constant)")
     results = [_look(env, graph, o) for o in ret.operands]  # type: ignore[union-attr]
-    return _outputs(vf, graph, results, out_tree[0], size)
+    outs = _outputs(vf, graph, results, out_tree[0], size)
+    _drop_dead(graph, marker, {t.value for t in outs})
+    return unflatten(out_tree[0], outs)
+
+
+def _drop_dead(graph: Graph, marker: Any, keep: set[Any]) -> None:
+    """Erase the re-emitted ops nothing reads (a rule's reshape that the next rule folded away), so
+    plans and explain() show only what runs; the results are kept even before anything reads them."""
+    ops = []
+    op = graph.block.first_op if marker is None else marker.next_op
+    while op is not None:
+        ops.append(op)
+        op = op.next_op
+    for op in reversed(ops):
+        if not any(r.uses for r in op.results) and not any(r in keep for r in op.results):
+            graph.block.erase_op(op)
 
 
 class _Routing(threading.local):
@@ -470,7 +486,9 @@ def _look(env: dict[Any, tuple[Tracer, bool]], graph: Graph, value: Any) -> tupl
     return hit if hit is not None else (Tracer(graph, value), False)
 
 
-def _outputs(vf: VmapFunction, graph: Graph, results: list[tuple[Tracer, bool]], tree: Any, size: int) -> Any:
+def _outputs(vf: VmapFunction, graph: Graph, results: list[tuple[Tracer, bool]], tree: Any,
+             size: int) -> list[Tracer]:
+    """The result leaves with their batch dims at out_axes (an unmapped one broadcast, or as it is)."""
     spec = vf.out_axes
     axes: list[Any] = []
     _assign(spec, tree, "the result", "out_axes", axes)
@@ -493,7 +511,7 @@ def _outputs(vf: VmapFunction, graph: Graph, results: list[tuple[Tracer, bool]],
         if not batched:  # the same value for every example: stacking it repeats it
             t = graph.add(prim.BroadcastToOp(t.value, (size, *t.shape)))
         outs.append(_move(graph, t, 0, ax % rank))
-    return unflatten(tree, outs)
+    return outs
 
 
 def vmap(fn: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> VmapFunction:
