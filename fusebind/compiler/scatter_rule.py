@@ -8,9 +8,9 @@ scatter is proposed as a region, joined by its prologue: the free fusable elemen
 in the region, up to the size bound. Its consumers stay outside (the scatter's result is a
 whole updated array; a consumer reading it is a separate loop anyway).
 
-A region of the scatter alone is priced like the op alone (Layer-1 cannot tell a compiled loop from
-the reference), so it is proposed but found unprofitable; a region with a prologue (the broadcast
-of a scalar update, a cast of the indices) saves that prologue's buffer and wins.
+A region of the scatter alone is priced below the op alone: the unfused op's reference passes over
+its indices several times (`ScatterOp.reference_index_passes`, which the Layer-1 cost asks), the
+kernel once.
 
 Must not: price, gate or rewrite IR (a rule only proposes `Candidate`s); import synthesized_rules
 (it imports this module).
