@@ -33,9 +33,11 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Sequence
 
+import numpy as np
 from xdsl.dialects.builtin import IntegerAttr, i64
 
 from fusebind.api.errors import UnsupportedOperation
+from fusebind.dialect.errors import FusebindInternalError
 from fusebind.api.numpy_kernels import argument_of
 from fusebind.api.tracer import Graph, Tracer
 from fusebind.dialect import prim
@@ -275,18 +277,23 @@ _WEAK_CHECKS = "fusebind.api.weak"
 
 
 class _Read(Exception):
-    """Raised by `_Probe` when a check reads its first argument."""
+    """Raised by `_Probe` when a check reads a position it has no stand-in for."""
 
 
 class _Probe:
-    """A stand-in for a call's arguments: records the position a check reads, and stops it."""
+    """A stand-in for a call's arguments: records each position a check reads and gives it zeros of
+    that argument's per-example shape and dtype (in range for an index check, so it reads on)."""
 
-    def __init__(self) -> None:
+    def __init__(self, values: Sequence[tuple[Tracer, bool]]) -> None:
+        self.values = values
         self.read: list[int] = []
 
     def __getitem__(self, i: int) -> Any:
         self.read.append(i)
-        raise _Read
+        if not 0 <= i < len(self.values):
+            raise _Read  # a captured array's position: the caller has no argument for it
+        t, batched = self.values[i]
+        return np.zeros(t.shape[1:] if batched else t.shape, t.dtype)
 
 
 class _Remap:
@@ -298,7 +305,11 @@ class _Remap:
         self.args, self.mapping = args, mapping
 
     def __getitem__(self, i: int) -> Any:
-        return self.args[self.mapping[i]]
+        q = self.mapping.get(i)
+        if q is None:  # the check read a position at call time that it did not read when probed
+            raise FusebindInternalError(f"fusebind internal error: fb.vmap: a call-time check read argument #{i} of "
+                                        "the per-example trace, which it did not read when mapped; please report it")
+        return self.args[q]
 
 
 def caller_check(graph: Graph, check: Callable[[Sequence[Any]], None],
@@ -311,13 +322,13 @@ def caller_check(graph: Graph, check: Callable[[Sequence[Any]], None],
     every index is checked); when the value is computed in the caller, there is none."""
     if getattr(check, "__module__", None) == _WEAK_CHECKS:
         return check, []
-    probe = _Probe()
+    probe = _Probe(values)
     try:
         check(probe)  # type: ignore[arg-type]
-    except _Read:
+    except Exception:  # noqa: BLE001 - it stopped reading (a position with no stand-in, or zeros it refuses)
         pass
     mapping = {}
-    for p in probe.read:
+    for p in dict.fromkeys(probe.read):
         q = argument_of(graph, values[p][0]) if p < len(values) else None
         if q is None:
             return None, probe.read
