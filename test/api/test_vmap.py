@@ -172,6 +172,36 @@ def test_static_python_flag_steers_the_trace() -> None:
     close(j(X, False), -X)
 
 
+def test_python_values_keep_their_type_when_unmapped() -> None:
+    # Regression guard: True == 1 (one hash), but bool * True is bool and bool * 1 is int64
+    v = fb.vmap(lambda a, n: (a > 0) * n, in_axes=(0, None))
+    close(v(X, True), (X > 0) * True)
+    close(v(X, 1), (X > 0) * 1)
+    close(fb.vmap(lambda a, mode: a.max() if mode == "max" else a.min(), in_axes=(0, None))(X, "max"), X.max(axis=1))
+
+
+def test_namedtuple_dataclass_none_and_empty_batches() -> None:
+    import dataclasses
+    from collections import namedtuple
+
+    P = namedtuple("P", "w b")
+
+    @dataclasses.dataclass
+    class D:
+        a: Any
+        b: Any
+
+    got = fb.vmap(lambda p, a, n: D(a * p.w, a + p.b if n is None else a), in_axes=(P(None, 0), 0, None))(
+        P(Y[0], Y), X, None)
+    assert type(got) is D
+    close(got.a, X * Y[0])
+    close(got.b, X + Y)
+    close(fb.vmap(lambda a: a @ W + a.sum())(X[:0]), np.zeros((0, 3), np.float32))
+    r = fb.vmap(lambda a, w: (a[:, None] * w, w), in_axes=(0, None), out_axes=(-1, None))(X, Y[0])
+    close(r[0], np.moveaxis(np.stack([a[:, None] * Y[0] for a in X]), 0, -1))
+    close(r[1], Y[0])
+
+
 def test_keyword_arguments_are_mapped_along_axis_0() -> None:
     close(interp(lambda a, b: fb.vmap(lambda x, y: x - 2 * y, in_axes=1)(a, y=b), X.T.copy(), Y), X - 2 * Y)
 
