@@ -37,7 +37,7 @@ import numpy as np
 from xdsl.dialects.builtin import IntegerAttr, i64
 
 from fusebind.api.errors import UnsupportedOperation
-from fusebind.dialect.errors import FusebindInternalError
+from fusebind.dialect.errors import FusebindError, FusebindInternalError
 from fusebind.api.numpy_kernels import argument_of
 from fusebind.api.tracer import Graph, Tracer
 from fusebind.dialect import prim
@@ -276,7 +276,7 @@ def emit_batched(graph: Graph, op: Any, ins: Sequence[Operand], size: int, fn_na
 _WEAK_CHECKS = "fusebind.api.weak"
 
 
-class _Read(Exception):
+class _Read(FusebindError):
     """Raised by `_Probe` when a check reads a position it has no stand-in for."""
 
 
