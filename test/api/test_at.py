@@ -111,35 +111,100 @@ def test_values_that_do_not_broadcast_raise_numpy_s_error():
     assert str(got.value) == f"fusebind: in 't': fusebind.at(x)[...].set: {want.value}"
 
 
-def test_traced_indices_refused():
-    msg = ("fusebind: in 't': {} with traced indices: fusebind cannot check their range inside a kernel yet, and an "
-           "out-of-range index must raise IndexError rather than give a value; pass the indices as constants "
-           "(Python ints, slices, lists or numpy arrays), or, for .add / .min / .max, one integer array argument "
-           "of the jitted function indexing axis 0 (checked before each call)")
+def test_traced_index_forms_refused():
+    """A traced index mixed with other indices, and a traced boolean mask, are refused (they say
+    what to write instead)."""
     i = np.zeros(2, np.int64)
     with pytest.raises(fb.UnsupportedOperation) as got:
         interp(lambda a, j: fb.at(a)[j, 0].add(1.0), X, i)
-    assert str(got.value) == msg.format("fusebind.at(x)[...].add")
+    assert str(got.value) == ("fusebind: in 't': fusebind.at(x)[...].add: a traced index is taken as one integer "
+                              "array indexing one axis, after full slices only (fb.at(x)[i], fb.at(x)[:, i]); "
+                              "combine it with other indices by computing flat positions, or pass the indices as "
+                              "constants")
     with pytest.raises(fb.UnsupportedOperation) as got:
-        interp(lambda a, j: fb.put_along_axis(a, j, 1.0, axis=0), X, i.reshape(1, 2)[:, :1])
-    assert str(got.value) == msg.format("fusebind.put_along_axis")
+        interp(lambda a: fb.at(a)[a > 0].set(0.0), X)
+    assert str(got.value) == ("fusebind: in 't': fusebind.at(x)[...].set with a traced boolean mask: the number of "
+                              "updated elements would depend on the data; use fb.where(mask, value, x) for one "
+                              "value (or a constant mask)")
+    with pytest.raises(fb.UnsupportedOperation, match="broadcast past the array's shape"):
+        interp(lambda a, j: fb.put_along_axis(a, j, 1.0, axis=1), X[:1], np.zeros((3, 2), np.int64))
 
 
-@pytest.mark.parametrize("method", ["add", "min", "max"])
+@pytest.mark.parametrize("method", ["set", "add", "mul", "min", "max"])
+def test_traced_computed_indices_match_numpy(method):
+    """Indices computed inside the function (not an argument): the op checks them; the
+    interpreter's reference raises numpy's IndexError for a bad one."""
+    j = np.array([1, -2, 0, 1, 1], np.int64)  # j - 1: repeated and negative rows of X
+    v = np.arange(20, dtype=np.float32).reshape(5, 4) * 0.5 - 3
+    same(interp(lambda a, k, w: getattr(fb.at(a)[k - 1], method)(w), X, j, v), numpy_update(method, X, j - 1, v))
+    same(interp(lambda a, k: getattr(fb.at(a)[:, k * 2], method)(2.5), X, j[:2]),
+         numpy_update(method, X, (slice(None), j[:2] * 2), 2.5))
+    with pytest.raises(IndexError) as want:
+        numpy_update(method, X, j + 2, 1.0)
+    with pytest.raises(fb.IndexOutOfBounds) as got:
+        interp(lambda a, k: getattr(fb.at(a)[k + 2], method)(1.0), X, j)
+    assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("method", ["set", "add", "max"])
+def test_traced_index_on_a_later_axis(method):
+    """fb.at(x)[:, i] and fb.at(x)[..., i] with i an argument: along that axis, every row."""
+    i = np.array([[3, -1], [0, 3]], np.int32)
+    v = np.arange(12, dtype=np.float64).reshape(3, 2, 2)
+    same(interp(lambda a, k, w: getattr(fb.at(a)[:, k], method)(w), X, i, v),
+         numpy_update(method, X, (slice(None), i), v))
+    same(interp(lambda a, k: getattr(fb.at(a)[..., k], method)(-1.0), XI, i),
+         numpy_update(method, XI, (Ellipsis, i), -1.0))
+    rows, row = np.array([2, -1, 0]), np.array([5.0, 6.0, 7.0, 8.0], np.float32)
+    same(interp(lambda a, k, w: getattr(fb.at(a)[k], method)(w), X, rows, row),
+         numpy_update(method, X, rows, row))
+
+
+def test_put_along_axis_with_traced_indices_matches_numpy():
+    idx = np.array([[1, 3], [0, 0], [3, -4]])
+    vals = np.array([[10, 20], [30, 40], [50, 60]], np.int64)
+
+    def want_put(x, i, v, axis):
+        y = x.copy()
+        np.put_along_axis(y, i, v, axis)
+        return y
+    same(interp(lambda a, i, v: fb.put_along_axis(a, i, v, axis=1), X, idx, vals), want_put(X, idx, vals, 1))
+    same(interp(lambda a, i: fb.put_along_axis(a, i, 9.0, axis=-1), XI, idx[:, :1]), want_put(XI, idx[:, :1], 9, -1))
+    same(interp(lambda a, i: fb.put_along_axis(a, i, -1.0, axis=None), X, np.array([11, -12, 5])),
+         want_put(X, np.array([11, -12, 5]), -1.0, None))
+    f = fb.jit(lambda a, i, v: fb.put_along_axis(a, i, v, axis=1))
+    same(f(X, idx, vals), want_put(X, idx, vals, 1))
+    with pytest.raises(IndexError) as want:
+        want_put(X, np.array([[1], [4], [0]]), 0.0, 1)
+    with pytest.raises(fb.IndexOutOfBounds) as got:
+        f(X, np.array([[1, 1], [4, 0], [0, 0]]), vals)
+    assert str(got.value) == (f"fusebind: in '<lambda>': fusebind.put_along_axis: {want.value} (in argument #1 of "
+                              "'<lambda>')")
+
+
+def test_histogram_of_a_million_labels_compiles_and_matches_bincount():
+    """fb.at(counts)[labels].add(1): 10^6 traced labels into 256 bins, one compiled kernel (the
+    scatter loop; the labels are range-checked before the call), np.bincount's counts."""
+    labels = np.random.default_rng(7).integers(0, 256, 10 ** 6)
+    hist = fb.jit(lambda b: fb.at(np.zeros(256, np.int64))[b].add(1))
+    for _ in range(2):
+        same(hist(labels), np.bincount(labels, minlength=256))
+    assert hist.stats.fused_calls == 2 and hist.stats.arm0_calls == 0, hist.explain(labels)
+    assert "prim.scatter" in hist.explain(labels)
+
+
+@pytest.mark.parametrize("method", ["set", "add", "mul", "min", "max"])
 def test_traced_argument_indices_histogram_jit(method):
-    """A histogram by traced bins (an argument): numpy's np.<ufunc>.at values, and its IndexError
-    from the call-time check, also after warm (fast-path) calls."""
+    """A histogram by traced bins (an argument): numpy's assignment / np.<ufunc>.at values (float
+    sums in numpy's order: exactly), and its IndexError from the call-time check, also after warm
+    (fast-path) calls."""
     rng = np.random.default_rng(3)
     f = fb.jit(lambda b, w: getattr(fb.at(np.zeros(8, np.float32))[b], method)(w))
     for _ in range(3):
         bins, w = rng.integers(-8, 8, 40), rng.standard_normal(40).astype(np.float32)
-        want = np.zeros(8, np.float32)
-        NUMPY[method].at(want, bins, w)
-        got = f(bins, w)
-        assert got.dtype == want.dtype and got.shape == want.shape
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+        same(f(bins, w), numpy_update(method, np.zeros(8, np.float32), bins, w))  # numpy's order: exact
     with pytest.raises(IndexError) as want_exc:
-        NUMPY[method].at(np.zeros(8, np.float32), np.array([3, -9, 0]), 1.0)
+        numpy_update(method, np.zeros(8, np.float32), np.array([3, -9, 0]), 1.0)
     with pytest.raises(fb.IndexOutOfBounds) as got_exc:
         f(np.array([3, -9, 0]), np.ones(3, np.float32))
     assert str(got_exc.value) == (f"fusebind: in '<lambda>': fusebind.at(x)[...].{method}: {want_exc.value} (in "
@@ -158,21 +223,10 @@ def test_traced_argument_indices_rows(x, v, method):
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
-def test_traced_computed_indices_and_set_refused():
-    msg = "fusebind: in 't': fusebind.at(x)[...].{} with traced indices: fusebind cannot check their range"
-    with pytest.raises(fb.UnsupportedOperation, match=msg.format("add").replace("[...]", r"\[...\]")
-                       .replace("(x)", r"\(x\)")):
-        interp(lambda a, j: fb.at(a)[j + 1].add(1.0), X, np.zeros(2, np.int64))
-    with pytest.raises(fb.UnsupportedOperation, match=msg.format("set").replace("[...]", r"\[...\]")
-                       .replace("(x)", r"\(x\)")):
-        interp(lambda a, j: fb.at(a)[j].set(1.0), X, np.zeros(2, np.int64))
-
-
-def test_too_large_an_update_refused():
-    big = np.zeros(1 << 13, np.float32)
-    with pytest.raises(fb.UnsupportedOperation, match=r"fusebind.at\(x\)\[...\].add updates 4096 positions of an "
-                                                      r"array of 8192 elements, 1 times at the most repeated one"):
-        interp(lambda a: fb.at(a)[::2].add(1.0), big)
+def test_a_large_update_has_no_limit():
+    """No gather layers any more (they refused this: 2^31 elements of work): 2^15 positions are one scatter."""
+    big = np.zeros(1 << 16, np.float32)
+    same(interp(lambda a: fb.at(a)[::2].add(1.0), big), numpy_update("add", big, slice(None, None, 2), 1.0))
 
 
 WRITES = "writes into its argument in place (and returns None), and traced arrays are immutable"
