@@ -235,7 +235,8 @@ def diag(p: Probe | None, v: Any, k: int = 0) -> Tracer:
     i = np.arange(x.shape[0])
     rows, cols = (i, i + k) if k >= 0 else (i - k, i)
     idx[rows, cols] = i
-    picked = K.take(x, 0, idx, "numpy.diag")  # -1: the lowest value, replaced by 0 below
+    # -1 (off the diagonal) reads element 0, replaced by 0 below (an empty v has nothing to read)
+    picked = K.gather(x, 0, np.maximum(idx, 0), "numpy.diag") if x.shape[0] else K.take(x, 0, idx, "numpy.diag")
     return K.select(K.constant(graph, idx >= 0, np.bool_), picked, K.like(x, 0))
 
 
@@ -370,7 +371,10 @@ def pad(p: Probe | None, array: Any, pad_width: Any, mode: str = "constant", **k
             idx = np.concatenate([np.full(before, -1), np.arange(n), np.full(after, -1)])
         else:
             idx = _positions(graph, lambda: np.pad(np.arange(n), (before, after), mode=mode), "numpy.pad")
-        x = K.take(x, ax, idx, "numpy.pad")
+        if mode in ("constant", "empty") and n:  # a padded position (-1) reads element 0, replaced below
+            x = K.gather(x, ax, np.maximum(idx, 0), "numpy.pad")
+        else:
+            x = K.take(x, ax, idx, "numpy.pad")
         if mode in ("constant", "empty") and x.size:
             side = np.concatenate([np.zeros(before, np.int64), np.full(n, -1), np.ones(after, np.int64)])
             fill = values[ax] if values is not None else np.zeros(2, x.dtype)
