@@ -236,3 +236,11 @@ def test_static_indices_gather_or_slice_as_numpy_takes(idx, op) -> None:
     text = print_module(module)
     assert op in text and ({"prim.slice", "prim.gather"} - {op}).pop() not in text, text
     same(interpret(module, x), np.take(x, idx, axis=0))
+
+
+@pytest.mark.parametrize("fn", [lambda a: np.pad(a, ((1, 2), (0, 1)), constant_values=7), lambda a: np.pad(a, 1),
+                                lambda a: np.diag(a[0]), lambda a: np.diag(a[0], -2)])
+@pytest.mark.parametrize("shape", [(3, 4), (2, 0)], ids=["full", "empty-axis"])
+def test_constant_pad_and_diag_fill_their_holes_also_of_an_empty_axis(fn, shape) -> None:
+    x = (np.arange(int(np.prod(shape))).reshape(shape) - 3).astype(np.int32)
+    same(interpret(trace(fn, [x], ["a"], "f"), x), fn(x))
