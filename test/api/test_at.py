@@ -255,3 +255,19 @@ def test_in_place_writers_point_to_the_functional_form(fn, message):
     with pytest.raises(fb.UnsupportedOperation) as got:
         interp(fn, X)
     assert str(got.value) == f"fusebind: in 't': {message}"
+
+
+def test_computed_indices_are_checked_in_the_compiled_kernel():
+    """Indices computed in the function reach the kernel, which checks them (the error channel):
+    numpy's values in range, fb.IndexOutOfBounds with numpy's words out of range, and the next
+    call is fine."""
+    f = fb.jit(lambda b, w: fb.at(np.zeros(8, np.float32))[b * 3 - 8].add(w))
+    b, w = np.array([1, 2, 5, 3, 0, 4, 2]), np.arange(7, dtype=np.float32)
+    same(f(b, w), numpy_update("add", np.zeros(8, np.float32), b * 3 - 8, w))
+    with pytest.raises(IndexError) as want:
+        numpy_update("add", np.zeros(8, np.float32), np.array([1, 6, 0, 7, 0, 0, 0]) * 3 - 8, w)
+    with pytest.raises(fb.IndexOutOfBounds, match=rf"^fusebind: in '<lambda>': prim.scatter: {want.value} \(from "
+                                                  "argument"):
+        f(np.array([1, 6, 0, 7, 0, 0, 0]), w)
+    same(f(b[::-1].copy(), w), numpy_update("add", np.zeros(8, np.float32), b[::-1] * 3 - 8, w))
+    assert f.stats.fused_calls == 2 and f.stats.arm0_calls == 0  # the failed call returned nothing
