@@ -37,10 +37,10 @@ import numpy as np
 from xdsl.dialects.builtin import IntegerAttr, i64
 
 from fusebind.api.errors import UnsupportedOperation
-from fusebind.dialect.errors import FusebindError, FusebindInternalError
 from fusebind.api.numpy_kernels import argument_of
 from fusebind.api.tracer import Graph, Tracer
 from fusebind.dialect import prim
+from fusebind.dialect.errors import FusebindError, FusebindInternalError
 from fusebind.dialect.prim_base import PrimOp, int_list
 from fusebind.dialect.prim_gather import TakeAlongOp
 from fusebind.dialect.prim_elementwise import ElementwiseOp
@@ -249,7 +249,8 @@ def batching_rule(cls: type[PrimOp]) -> Rule | NoBatchingRule | None:
 
 
 def _unbatched_only(graph: Graph, op: Any, ins: Sequence[Operand], size: int) -> Tracer:
-    raise UnsupportedOperation(f"fusebind.vmap: {op.name} has no operands, so it cannot have a batched one")
+    raise FusebindInternalError(f"fusebind internal error: fb.vmap: {op.name} has no operands, so none of them "
+                                "can be batched; please report it")
 
 
 def emit_unbatched(graph: Graph, op: Any, operands: Sequence[Tracer]) -> Tracer:
