@@ -7,6 +7,9 @@ inputs then outputs, with `llvm.emit_c_interface`. Inputs enter as
 `bufferization.materialize_in_destination`, so with `eliminate-empty-tensors`
 an elementwise chain needs no heap temporaries. It re-exports `TensorSpec`,
 `EmittedKernel` and `element_name` (defined in `linalg_types.py`).
+A kernel whose ops checked an index (`Emitter.checked_index`) takes one more
+argument after its outputs, `%status: memref<4xi64>` (kernel ABI v2,
+docs/KERNEL-ABI.md), and is returned as a `CheckedKernel` carrying its checks.
 
 The ops themselves are emitted by `emitter.py` (elementwise ops as `linalg.generic`
 with broadcasting maps; reductions a fill + reduction `linalg.generic`, except float
