@@ -271,3 +271,13 @@ def test_computed_indices_are_checked_in_the_compiled_kernel():
         f(np.array([1, 6, 0, 7, 0, 0, 0]), w)
     same(f(b[::-1].copy(), w), numpy_update("add", np.zeros(8, np.float32), b[::-1] * 3 - 8, w))
     assert f.stats.fused_calls == 2 and f.stats.arm0_calls == 0  # the failed call returned nothing
+
+
+def test_non_contiguous_operands_and_a_fused_producer_of_the_values():
+    """x a transposed view, the values a reversed transposed view computed on (w * 2 joins the
+    scatter's region), rows repeated: numpy's values, one fused kernel."""
+    f = fb.jit(lambda a, i, w: fb.at(a)[i].add(w * 2.0))
+    x = np.arange(24, dtype=np.float32).reshape(4, 6).T
+    i, w = np.array([0, 4, 2, 0]), np.arange(16, dtype=np.float32).reshape(4, 4)[::-1].T
+    same(f(x, i, w), numpy_update("add", x, i, w * np.float32(2.0)))
+    assert "region @fused_mul_scatter" in f.explain(x, i, w) and f.stats.fused_calls == 1
