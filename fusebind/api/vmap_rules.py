@@ -199,11 +199,17 @@ def _take_along(graph: Graph, op: Any, ins: Sequence[Operand], size: int) -> Tra
 
 
 def _scatter(graph: Graph, op: Any, ins: Sequence[Operand], size: int) -> Tracer:
-    """put_along_axis-form scatter per example: x, idx and v all with the batch dim (a scatter's
-    operands do not broadcast), the axis one further. An update's batch coordinate is not the
-    axis, so it stays in its example, and each example's updates keep their order."""
-    xs = [_full(graph, t, batched, size) for t, batched in ins]
-    return _create(graph, op, xs, (size, *_per_example(op)), _with_axis(op, op.axis_value() + 1))
+    """put_along_axis-form scatter per example, the axis one further: x with the batch dim (each
+    example updates its own copy); idx with it or size 1 (idx broadcasts off the axis); v lifted
+    like an elementwise operand (it broadcasts to the update shape from the right). An update's
+    batch coordinate is not the axis, so it stays in its example, and each example's updates keep
+    their order."""
+    (x, bx), (idx, bi), (v, bv) = ins
+    rank = len(_per_example(op))
+    x = _full(graph, x, bx, size)
+    idx = idx if bi else _reshape(graph, idx, (1, *idx.shape))
+    v = _lift(graph, v, rank) if bv else v
+    return _create(graph, op, [x, idx, v], (size, *_per_example(op)), _with_axis(op, op.axis_value() + 1))
 
 
 def _move_to_front(graph: Graph, t: Tracer, axis: int) -> Tracer:

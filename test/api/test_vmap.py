@@ -88,6 +88,13 @@ RULE_CASES: list[tuple[str, Callable[..., Any], tuple[Any, ...], Any]] = [
     ("scatter-add-traced", lambda a, i: fb.at(a)[i].add(1.0), (X, RNG.integers(0, 4, (5, 6))), (0, 0)),
     ("scatter-set-constant", lambda a: fb.at(a)[np.array([0, 1, 1])].set(5.0), (X,), 0),
     ("put_along_axis", lambda a, i, v: fb.put_along_axis(a, i, v, 0), (X, IDX[:, :2] % 4, Y[:, :2]), (0, 0, 0)),
+    # (a scatter's values broadcast to the update shape from the right: lifted as an elementwise operand)
+    ("scatter-values-broadcast", lambda a, i, v: fb.at(a)[:, i].set(v), (X3, IDX[:, :2] % 4, Y[:, :1]), (0, 0, 0)),
+    ("scatter-scalar-values", lambda a, i, v: fb.at(a)[i].add(v), (X, IDX % 4, Y[:, 0]),
+     (0, 0, 0)),
+    ("scatter-x-unbatched", lambda a, i, v: fb.at(a)[i].max(v), (X[0], IDX % 4, Y[:, :1] * 9), (None, 0, 0)),
+    ("put_along-idx-unbatched", lambda a, i, v: fb.put_along_axis(a, i, v, 1), (X3, IDX[:1, :2] % 4, Y[:, 0]),
+     (0, None, 0)),
     ("in_axes-1", lambda a, b: a + b, (X, Y.T.copy()), (0, 1)),
     ("in_axes-negative", lambda a: a * 2, (X3,), -1),
 ]
