@@ -313,7 +313,8 @@ def range_check(graph: Graph, position: int, lo: int, hi: int, error: Any) -> An
     return check
 
 
-def traced_indices(x: Tracer, axis: int, idx: Tracer, what: str) -> tuple[Tracer, bool]:
+def traced_indices(x: Tracer, axis: int, idx: Tracer, what: str,
+                   shown_axis: int | None = None) -> tuple[Tracer, bool]:
     """Traced indices of `x`'s `axis`, as i32 / i64, and whether they are in bounds by a call-time
     check: indices read from an argument get one (its error names the argument and the first bad
     index, numpy's IndexError as fb.IndexOutOfBounds, the same on every arm); computed ones are
@@ -332,24 +333,26 @@ def traced_indices(x: Tracer, axis: int, idx: Tracer, what: str) -> tuple[Tracer
                                  "than give a value; pass the indices as an argument of the jitted function "
                                  "(reshaped, transposed or broadcast at most: checked before each call) or as a "
                                  "constant")
-    n, pre = x.shape[axis], prefix(graph)
+    n, pre, shown = x.shape[axis], prefix(graph), axis if shown_axis is None else shown_axis
     graph.checks.append(range_check(graph, position, -n, n, lambda i, where: IndexOutOfBounds(
-        f"{pre}{what}: index {i} is out of bounds for axis {axis} with size {n} ({where})")))
+        f"{pre}{what}: index {i} is out of bounds for axis {shown} with size {n} ({where})")))
     return idx, True
 
 
-def gather(x: Tracer, axis: int, idx: Tracer | np.ndarray, what: str) -> Tracer:
+def gather(x: Tracer, axis: int, idx: Tracer | np.ndarray, what: str, shown_axis: int | None = None) -> Tracer:
     """np.take(x, idx, axis=axis) (mode raise) for a normalized `axis`: the one gather the
     others build on (advanced indexing, take, take_along_axis...). `idx` is a static integer
     array (checked now: an index outside [-n, n) raises fb.IndexOutOfBounds with numpy's
     message, prefixed by `what`) or a traced integer tracer (checked at call time when read
     from an argument, see `traced_indices`). Result shape: x.shape[:axis] + idx.shape +
-    x.shape[axis+1:]. One `prim.gather`, an index map that fuses into its consumer."""
+    x.shape[axis+1:]. One `prim.gather`, an index map that fuses into its consumer.
+    `shown_axis`: the axis an error message names (numpy's, when `x` is an intermediate whose
+    axes are numbered differently, as in advanced indexing); `axis` by default."""
     from fusebind.dialect.prim_gather import GatherOp
 
     graph = x.graph
     if isinstance(idx, Tracer):
-        idx, checked = traced_indices(x, axis, idx, what)
+        idx, checked = traced_indices(x, axis, idx, what, shown_axis)
         out_shape = x.shape[:axis] + idx.shape + x.shape[axis + 1:]
         if math.prod(out_shape) == 0 and x.shape[axis] != 0:
             return full(graph, 0, x.dtype, out_shape)
@@ -361,7 +364,7 @@ def gather(x: Tracer, axis: int, idx: Tracer | np.ndarray, what: str) -> Tracer:
     if raw.dtype.kind not in "iub":
         raise from_numpy_error(graph, IndexError("arrays used as indices must be of integer (or boolean) type"), what)
     try:
-        pos = check_range(raw, axis, n)
+        pos = check_range(raw, axis if shown_axis is None else shown_axis, n)
     except IndexOutOfBounds as err:
         raise IndexOutOfBounds(f"{prefix(graph)}{what}: {err}") from None
     out_shape = x.shape[:axis] + pos.shape + x.shape[axis + 1:]
@@ -412,13 +415,14 @@ def take(x: Tracer, axis: int, idx: np.ndarray, what: str) -> Tracer:
     return select(constant(x.graph, hole.reshape(lane), np.bool_), like(x, lowest(x.dtype)), picked)
 
 
-def take_along(x: Tracer, axis: int, idx: Tracer, what: str) -> Tracer:
+def take_along(x: Tracer, axis: int, idx: Tracer, what: str, shown_axis: int | None = None) -> Tracer:
     """np.take_along_axis(x, idx, axis) for traced integer indices of x's rank and a normalized
-    axis (the other dims broadcast, numpy 2): one `prim.take_along`, checked as `gather` checks."""
+    axis (the other dims broadcast, numpy 2): one `prim.take_along`, checked as `gather` checks
+    (`shown_axis` as there)."""
     from fusebind.dialect.prim_gather import TakeAlongOp
 
     graph = x.graph
-    idx, checked = traced_indices(x, axis, idx, what)
+    idx, checked = traced_indices(x, axis, idx, what, shown_axis)
     out_shape = check_broadcast(graph, x.shape[:axis] + (1,) + x.shape[axis + 1:],
                                 idx.shape[:axis] + (1,) + idx.shape[axis + 1:])
     out_shape = out_shape[:axis] + (idx.shape[axis],) + out_shape[axis + 1:]

@@ -244,3 +244,20 @@ def test_static_indices_gather_or_slice_as_numpy_takes(idx, op) -> None:
 def test_constant_pad_and_diag_fill_their_holes_also_of_an_empty_axis(fn, shape) -> None:
     x = (np.arange(int(np.prod(shape))).reshape(shape) - 3).astype(np.int32)
     same(interpret(trace(fn, [x], ["a"], "f"), x), fn(x))
+
+
+def test_an_error_can_name_the_callers_axis() -> None:
+    """Advanced indexing gathers from intermediates: the message names numpy's axis (shown_axis)."""
+    from fusebind.api.trace import trace_graph
+
+    def f(x, i):
+        return K.take_along(x, 0, i, "indexing", shown_axis=2) + K.gather(x, 0, np.array([1]), "indexing")
+
+    module, graph = trace_graph(f, (DATA[np.float32], IDX[:1, :1]), ["x", "i"], "f")
+    with pytest.raises(fb.IndexOutOfBounds) as got:
+        graph.checks[0]([DATA[np.float32], np.full((1, 1), 9)])
+    assert str(got.value) == ("fusebind: in 'f': indexing: index 9 is out of bounds for axis 2 with size 5 "
+                              "(in argument #1 of 'f')")
+    with pytest.raises(fb.IndexOutOfBounds) as got:
+        trace_graph(lambda x: K.gather(x, 0, np.array([7]), "indexing", shown_axis=3), (DATA[np.float32],), ["x"], "g")
+    assert str(got.value) == "fusebind: in 'g': indexing: index 7 is out of bounds for axis 3 with size 5"
