@@ -211,6 +211,9 @@ def test_namedtuple_dataclass_none_and_empty_batches() -> None:
 
 def test_keyword_arguments_are_mapped_along_axis_0() -> None:
     close(interp(lambda a, b: fb.vmap(lambda x, y: x - 2 * y, in_axes=1)(a, y=b), X.T.copy(), Y), X - 2 * Y)
+    v = fb.vmap(lambda x, y, scale=2.0: x - scale * y, in_axes=1)
+    close(v(X.T.copy(), y=Y), X - 2 * Y)  # eager, with a default left as its Python value
+    close(v(X.T.copy(), y=Y, scale=Y), X - Y * Y)  # a keyword array is mapped along axis 0
 
 
 def test_closures_captures_nested_jit_and_weak_scalars_under_jit() -> None:
