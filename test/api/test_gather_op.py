@@ -261,3 +261,16 @@ def test_an_error_can_name_the_callers_axis() -> None:
     with pytest.raises(fb.IndexOutOfBounds) as got:
         trace_graph(lambda x: K.gather(x, 0, np.array([7]), "indexing", shown_axis=3), (DATA[np.float32],), ["x"], "g")
     assert str(got.value) == "fusebind: in 'g': indexing: index 7 is out of bounds for axis 3 with size 5"
+
+
+@pytest.mark.parametrize("fn, args", [
+    (lambda x, i: np.take(x, i, axis=1).sum(), (DATA[np.float32], np.array(-1))),  # a 0-d index
+    (lambda b, i: np.take(b, i, axis=0).any(axis=1), (DATA[np.bool_], np.array([3, 0, -1]))),
+    (lambda x, i: np.take_along_axis(x, i, axis=0).max(axis=1), (DATA[np.int32], np.array([[3, 0, 1, 2, 0, 1]]))),
+], ids=["0d-index-sum", "bool-any", "take_along-max"])
+def test_gathers_feeding_reductions_fuse_and_match_numpy(fn, args, object_cache) -> None:
+    f = fb.jit(fn, cache=object_cache)
+    got, want = f(*args), fn(*args)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert f.stats.fused_calls == 1 and f.explain(*args).count("region @") == 1
