@@ -72,3 +72,19 @@ func.func @f(%a: tensor<5x3xf32>) {
   %0 = prim.take_along %a, %i {axis = 1} : (tensor<5x3xf32>, tensor<1x3xi32>) -> tensor<5x3xf32>
   func.return
 }
+
+// -----
+
+func.func @f(%a: tensor<5x3xf16>, %i: tensor<4xi64>) {
+  // expected-error @+1 {{prim.gather: operand element type f16 is not supported; expected one of f32, f64, i32, i64, i1}}
+  %0 = prim.gather %a, %i {axis = 0} : (tensor<5x3xf16>, tensor<4xi64>) -> tensor<4x3xf16>
+  func.return
+}
+
+// -----
+
+func.func @f(%a: tensor<5x3xf32>, %i: tensor<5x1xi1>) {
+  // expected-error @+1 {{prim.take_along: indices element type i1 is not supported; expected i32 or i64}}
+  %0 = prim.take_along %a, %i {axis = 1} : (tensor<5x3xf32>, tensor<5x1xi1>) -> tensor<5x1xf32>
+  func.return
+}
