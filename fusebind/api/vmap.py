@@ -18,9 +18,15 @@ driver `batch_call`. How it works, as JAX's vmap does it:
    broadcast along the batch, as stacking fn's results would give).
 
 Inside a trace (fb.jit(fb.vmap(f)), vmap in a jitted function, nested vmap)
-the caller's graph is the trace's. Called eagerly on numpy arrays, the
-mapped function is itself jitted once per call structure (a `JitFunction`
-whose static argument holds the structure and the unmapped Python values).
+the caller's graph is the trace's. fn may close over the caller's tracers:
+they are unmapped values, and an op numpy's operators would put in the
+caller's graph (`w * x`, w the caller's) is routed into the per-example
+trace (`_routed_add`). The per-example trace's call-time checks (weak
+scalars, traced index arguments) become the caller's (vmap_rules.caller_check).
+Called eagerly on numpy arrays, the mapped function is itself jitted once
+per call form (a `JitFunction`; with unmapped Python values, its static
+first argument holds them and the call's structure), so arrays-only calls
+take jit's fast path.
 
 Must not: know any op (vmap_rules.py does) or run kernels (fb.jit does).
 """
