@@ -206,3 +206,38 @@ def propagate(kind: str, attrs: dict[str, Any], xs: list[np.ndarray],
     if kind in ("gather", "take_along"):
         return v, evaluate(kind, attrs, [np.broadcast_to(es[0], xs[0].shape), xs[1]])
     return v, evaluate(kind, attrs, [np.broadcast_to(e, x.shape) for e, x in zip(es, xs)])
+
+
+# --------------------------------------------------------------------------- the fuzzers' forms
+
+#: tokens the mutating fuzzers insert: every index-map op's name and the shapes of its properties
+FUZZ_TOKENS = ["{starts = [0], limits = [-1], strides = [-1]}", "{starts = [1, 0], limits = [5, 4], strides = [2, 1]}",
+               "strides = [0]", "limits = [-2]", "{axis = 0}", "{axis = -1}", "{axis = 1, in_bounds}",
+               "dense<[0, -1, 7]> : tensor<3xi64>", "tensor<2xi32>"]
+
+
+def fuzz_tokens() -> list[str]:
+    return [f"prim.{k}" for k in registered_index_map_kinds()] + FUZZ_TOKENS
+
+
+def shape_preserving_line(kind: str, res: str, value: str, dims: list[int], elem: str) -> list[str] | None:
+    """Text lines that compute `res` of `value`'s static type by one index-map op of `kind` (the
+    fuzzers' generated modules), or None when the kind has no such form for this rank."""
+    ty = "tensor<" + "".join(f"{d}x" for d in dims) + elem + ">"
+    if not dims:
+        return None
+    if kind == "slice":  # numpy's x[::-1, ..., ::-1]
+        props = (f"starts = {[d - 1 for d in dims]}, limits = {[-1] * len(dims)}, "
+                 f"strides = {[-1] * len(dims)}")
+        return [f"{res} = prim.slice {value} {{{props}}} : {ty} -> {ty}"]
+    if kind == "concat":
+        return [f"{res} = prim.concat {value} {{axis = {len(dims) - 1}}} : {ty} -> {ty}"]
+    itype = f"tensor<{dims[0]}xi64>"
+    if kind == "gather" and dims[0] > 0:  # a reversing permutation, written from the end
+        return [f"{res}_i = prim.constant dense<{[-1 - j for j in range(dims[0])]}> : {itype}",
+                f"{res} = prim.gather {value}, {res}_i {{axis = 0}} : ({ty}, {itype}) -> {ty}"]
+    if kind == "take_along" and all(dims):
+        full = "tensor<" + "".join(f"{d}x" for d in dims) + "i64>"
+        return [f"{res}_i = prim.constant dense<-1> : {full}",
+                f"{res} = prim.take_along {value}, {res}_i {{axis = 0}} : ({ty}, {full}) -> {ty}"]
+    return None

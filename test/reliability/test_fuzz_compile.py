@@ -19,11 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import scaled, seed_texts
+from index_maps import fuzz_tokens, registered_index_map_kinds
 
 SEEDS = [t for t in seed_texts() if "func.func" in t and "RUN" not in t.split("\n", 1)[0]] or seed_texts()
 TOKENS = ["prim.add", "prim.exp", "prim.reduce_sum", "prim.matmul", "fused.region", "tensor<?xf32>",
           "tensor<4x8xf64>", "tensor<i32>", "{axes = [1], keepdims}", "%0", "%a", ":", ",", "->", "(", ")",
-          "{", "}", "dense<1.0>", "-1", "0", "9223372036854775807", "f32", "i1", "^bb0", "fused.yield"]
+          "{", "}", "dense<1.0>", "-1", "0", "9223372036854775807", "f32", "i1", "^bb0", "fused.yield"] + fuzz_tokens()
 COUNTED: list[str] = []
 
 
@@ -51,8 +52,9 @@ def mutated(draw: st.DrawFn) -> str:
             text = re.sub(r"\b(f32|f64|i32|i64)\b", draw(st.sampled_from(("f32", "f64", "i32", "i64", "i1"))),
                           text, count=draw(st.integers(1, 3)))
         elif how == "swap-op":
-            text = re.sub(r"prim\.(add|mul|sub|max|exp|tanh|relu)\b", "prim." + draw(st.sampled_from(
-                ("add", "div", "exp", "log", "reduce_max", "matmul", "compare", "select"))), text, count=1)
+            text = re.sub(r"prim\.(add|mul|sub|max|exp|tanh|relu|slice|gather|take_along|concat)\b", "prim." + draw(
+                st.sampled_from(("add", "div", "exp", "log", "reduce_max", "matmul", "compare", "select",
+                                 *registered_index_map_kinds()))), text, count=1)
         else:
             text = re.sub(r"\b\d+\b", str(draw(st.sampled_from((0, 1, 3, 1000, -1)))), text, count=1)
     return text

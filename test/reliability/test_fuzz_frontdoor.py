@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import LONG, check_front_door, corpus_files, opt_run, scaled, seed_texts
+from index_maps import available_kinds, fuzz_tokens, shape_preserving_line
 
 SEEDS = seed_texts()
 
@@ -49,7 +50,7 @@ TOKENS = [
     "id", "id -1", "id 18446744073709551616", "axes = [", "axes = [1, 1]", "keepdims", "\"", "\\", "\\00",
     "\n", " ", "\t", "// c", "/*", "\x00", "\u00e9", "\ud7ff", "#", "!", "loc(", "attributes", "builtin.module",
     "\"builtin.unrealized_conversion_cast\"", "{axes = [-1]}", "<{fused_id = 3 : i64, name = \"g\"}>",
-]
+] + fuzz_tokens()
 
 
 @st.composite
@@ -93,17 +94,26 @@ BINARY = ["add", "sub", "mul", "div", "max", "min"]
 
 @st.composite
 def generated(draw: st.DrawFn) -> str:
-    """A structurally plausible module: an elementwise chain, maybe inside a fused.region."""
+    """A structurally plausible module: an elementwise chain with index maps (the registry's
+    INDEX_MAP ops, in shape-preserving forms, for static shapes), maybe inside a fused.region."""
     elem = draw(st.sampled_from(DTYPES))
     dims = draw(st.lists(st.sampled_from(["1", "3", "8", "?", "0"]), max_size=3))
     ty = "tensor<" + "".join(d + "x" for d in dims) + elem + ">"
     body: list[str] = []
     values = ["%x"]
     for k in range(draw(st.integers(1, 6))):
-        pool = ANY_UNARY + (FLOAT_UNARY if elem in ("f32", "f64") else []) + BINARY
+        static = "?" not in dims
+        pool = ANY_UNARY + (FLOAT_UNARY if elem in ("f32", "f64") else []) + BINARY + \
+            ([f"map:{m}" for m in available_kinds()] if static else [])
         op = draw(st.sampled_from(pool))
         a = draw(st.sampled_from(values))
-        if op in BINARY:
+        lines = shape_preserving_line(op[4:], f"%v{k}", a, [int(d) for d in dims], elem) \
+            if op.startswith("map:") else None
+        if op.startswith("map:") and lines is None:
+            continue
+        if lines is not None:
+            body.extend(lines)
+        elif op in BINARY:
             b = draw(st.sampled_from(values))
             body.append(f"%v{k} = prim.{op} {a}, {b} : ({ty}, {ty}) -> {ty}")
         else:
