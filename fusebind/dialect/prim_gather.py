@@ -50,8 +50,8 @@ Value = SSAValue | Operation
 INDEX_TYPES = ("i32", "i64")
 
 #: the index bytes the reference moves per index byte (see IndexedOp.reference_index_passes):
-#: 3 compares, an or, an any, a compare / add / where for the negatives, and the take's own read
-REFERENCE_INDEX_PASSES = 10
+#: the range check's min and max, the take's own read, and (negatives) a compare, add and where
+REFERENCE_INDEX_PASSES = 4
 
 
 def out_of_bounds_message(index: int, axis: int, size: int) -> str:
@@ -62,12 +62,18 @@ def out_of_bounds_message(index: int, axis: int, size: int) -> str:
 def check_range(idx: np.ndarray, axis: int, size: int) -> np.ndarray:
     """`idx` (any integer array) normalized to [0, size) as int64 (negative counts from the end);
     raises `IndexOutOfBounds` naming the first index (in C order) outside [-size, size)."""
-    flat = np.asarray(idx).astype(np.int64, copy=False).reshape(-1)
-    bad = (flat < -size) | (flat >= size)
-    if bad.any():
-        first = int(flat[int(np.flatnonzero(bad)[0])])
+    arr = np.asarray(idx)
+    if arr.size == 0:
+        return arr.astype(np.int64)
+    lo, hi = int(arr.min()), int(arr.max())  # two passes, no temporaries, in the common case
+    if lo < -size or hi >= size:
+        flat = arr.reshape(-1)
+        first = int(flat[int(np.flatnonzero((flat < -size) | (flat >= size))[0])])
         raise IndexOutOfBounds(out_of_bounds_message(first, axis, size))
-    return np.where(flat < 0, flat + size, flat).reshape(np.shape(idx))
+    out = arr.astype(np.int64, copy=False)
+    if lo < 0:
+        out = np.where(out < 0, out + size, out)
+    return out
 
 
 def constant_indices(op: PrimOp) -> np.ndarray | None:
@@ -106,9 +112,9 @@ class IndexedOp(ShapeOp):
         return int(np.prod(shape, dtype=np.int64)) * numpy_dtype(elem_of(self.x.type)).itemsize
 
     def reference_index_passes(self, operand: int) -> int:
-        """How many times the reference (arm 0) moves the index operand's bytes: the range check
-        and the normalization make ~10 passes on numpy temporaries (`check_range`), the take one;
-        a constant index is checked when compiling (compiler/cost.py asks)."""
+        """How many times the reference (arm 0) moves the index operand's bytes: the range check,
+        the normalization and the take (`check_range`, REFERENCE_INDEX_PASSES); a constant index
+        is checked when compiling, but the reference still reads it (compiler/cost.py asks)."""
         return 1 if operand != 1 or constant_indices(self) is not None else REFERENCE_INDEX_PASSES
 
     def region_alone(self) -> bool:
