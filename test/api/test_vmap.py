@@ -107,6 +107,13 @@ def test_batching_rules_match_numpy_stacking(name: str, f: Callable[..., Any], a
     close(got, stacked(f, *args, in_axes=in_axes))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_])
+def test_every_dtype_through_shape_ops_and_a_reduction(dtype: type) -> None:
+    a = (RNG.standard_normal((3, 5, 4)) * 4).astype(dtype)
+    f = lambda x: np.where(x > x.min(), x, x.max(axis=0)).T[::-1].reshape(12)  # noqa: E731
+    close(interp(lambda x: fb.vmap(f, in_axes=1)(x), a), stacked(f, a, in_axes=1))
+
+
 def test_user_op_batches_as_elementwise() -> None:
     import user_ops
 
