@@ -284,6 +284,22 @@ def test_batched_softmax_eager_and_jit() -> None:
     close(fb.vmap(fb.softmax, in_axes=2, out_axes=2)(X3), np.moveaxis(softmax(np.moveaxis(X3, 2, 0)), 0, 2))
 
 
+def test_batched_cross_entropy_indexing_each_example_by_its_label() -> None:
+    logits = RNG.standard_normal((6, 5)).astype(np.float32)
+    labels = RNG.integers(0, 5, 6)
+
+    def xent(z, label):
+        m = z.max()
+        return np.log(np.sum(np.exp(z - m))) + m - z[label]  # z[label]: a traced 0-d index
+
+    v = fb.vmap(xent)
+    close(v(logits, labels), np.stack([xent(z, t) for z, t in zip(logits, labels)]))
+    bad = labels.copy()
+    bad[2] = 7
+    with pytest.raises(fb.IndexOutOfBounds, match=r"index 7 is out of bounds for axis [01] with size 5 \("):
+        v(logits, bad)
+
+
 def test_out_of_range_indices_raise_numpy_s_index_error() -> None:
     bad = IDX.copy()
     bad[3, 1] = 9
