@@ -95,14 +95,32 @@ def roll(p: Probe | None, a: Any, shift: Any, axis: Any = None) -> Tracer:
     x = tracer(graph, a)
     if axis is None:
         idx = _positions(graph, lambda: np.roll(np.arange(x.size), shift), "numpy.roll")
-        return K.reshape(K.take(K.reshape(x, (x.size,)), 0, idx, "numpy.roll"), x.shape)
+        return K.reshape(_rotated(K.reshape(x, (x.size,)), 0, idx), x.shape)
     shifts: dict[int, int] = {}
     for sh, ax in np.broadcast(shift, axis):
         (n_ax,) = K.normalize_axes(graph, int(ax), x.ndim)
         shifts[n_ax] = shifts.get(n_ax, 0) + int(sh)
     for ax, sh in shifts.items():
-        x = K.take(x, ax, np.roll(np.arange(x.shape[ax]), sh), "numpy.roll")
+        x = _rotated(x, ax, np.roll(np.arange(x.shape[ax]), sh))
     return x
+
+
+def _rotated(x: Tracer, ax: int, idx: np.ndarray) -> Tracer:
+    """x at numpy's roll positions `idx` along `ax`: a rotation by `off` is the concatenation of
+    two slices, x[off:] and x[:off] (index maps, no index array of the axis's length)."""
+    from fusebind.api.numpy_shapes import slice_axes
+    from fusebind.dialect.prim_layout import ConcatOp
+
+    n = x.shape[ax]
+    off = int(idx[0]) if n else 0
+    if off == 0 or not np.array_equal(idx, (np.arange(n) + off) % n):
+        return K.take(x, ax, idx, "numpy.roll")
+    parts = []
+    for lo, hi in ((off, n), (0, off)):
+        bounds = [(0, d, 1) for d in x.shape]
+        bounds[ax] = (lo, hi, 1)
+        parts.append(slice_axes(x, bounds))
+    return x.graph.add(ConcatOp([t.value for t in parts], ax))
 
 
 def _difference(x: Tracer, ax: int, what: str) -> Tracer:

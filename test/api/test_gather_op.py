@@ -274,3 +274,15 @@ def test_gathers_feeding_reductions_fuse_and_match_numpy(fn, args, object_cache)
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-6)
     assert f.stats.fused_calls == 1 and f.explain(*args).count("region @") == 1
+
+
+@pytest.mark.parametrize("shift, axis, concats", [(2, None, 1), (-7, None, 1), ((1, 2), (0, -1), 2), (3, 1, 1),
+                                                  (6, 1, 0)])
+def test_roll_is_two_slices_and_a_concat_when_it_rotates(shift, axis, concats) -> None:
+    """np.roll is a rotation: x[off:] and x[:off] concatenated (no index array of the axis's
+    length); a whole turn is x itself."""
+    x = DATA[np.float64]
+    module = trace(lambda a: np.roll(a, shift, axis), [x], ["a"], "f")
+    text = print_module(module)
+    assert "prim.gather" not in text and text.count("prim.concat") == concats, text
+    same(interpret(module, x), np.roll(x, shift, axis))
