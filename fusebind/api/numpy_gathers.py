@@ -182,8 +182,22 @@ def tile(p: Probe | None, A: Any, reps: Any) -> Tracer:
     tup = (1,) * (x.ndim - len(tup)) + tup
     for ax, r in enumerate(tup):
         if r != 1:
-            x = K.take(x, ax, np.tile(np.arange(x.shape[ax]), r), "numpy.tile")
+            x = _copies(x, ax, r, "numpy.tile")
     return x
+
+
+#: the most copies of an axis written as one prim.concat of x with itself; more gather
+CONCAT_COPIES = 8
+
+
+def _copies(x: Tracer, ax: int, r: int, what: str) -> Tracer:
+    """r copies of x one after the other along `ax`: a prim.concat of x with itself (an index
+    map with no index array) for a few, else a gather by np.tile's positions."""
+    from fusebind.dialect.prim_layout import ConcatOp
+
+    if 1 < r <= CONCAT_COPIES and x.size:
+        return x.graph.add(ConcatOp([x.value] * r, ax))
+    return K.take(x, ax, np.tile(np.arange(x.shape[ax]), r), what)
 
 
 def resize(p: Probe | None, a: Any, new_shape: Any) -> Tracer:
@@ -195,7 +209,11 @@ def resize(p: Probe | None, a: Any, new_shape: Any) -> Tracer:
     n = int(np.prod(shape))
     if x.size == 0 or n == 0:
         return K.full(graph, 0, x.dtype, shape)
-    flat = K.take(K.reshape(x, (x.size,)), 0, np.arange(n) % x.size, "numpy.resize")
+    flat = _copies(K.reshape(x, (x.size,)), 0, -(-n // x.size), "numpy.resize")
+    if flat.size != n:
+        from fusebind.api.numpy_shapes import slice_axes
+
+        flat = slice_axes(flat, [(0, n, 1)])
     return K.reshape(flat, shape)
 
 

@@ -286,3 +286,13 @@ def test_roll_is_two_slices_and_a_concat_when_it_rotates(shift, axis, concats) -
     text = print_module(module)
     assert "prim.gather" not in text and text.count("prim.concat") == concats, text
     same(interpret(module, x), np.roll(x, shift, axis))
+
+
+@pytest.mark.parametrize("reps, op", [(2, "prim.concat"), ((3, 1), "prim.concat"), (9, "prim.gather")])
+def test_tile_concatenates_a_few_copies_and_gathers_many(reps, op) -> None:
+    x = DATA[np.int32]
+    module = trace(lambda a: np.tile(a, reps), [x], ["a"], "f")
+    assert op in print_module(module)
+    same(interpret(module, x), np.tile(x, reps))
+    flat = trace(lambda a: np.resize(a, (7, 11)), [x], ["a"], "g")
+    same(interpret(flat, x), np.resize(x, (7, 11)))
