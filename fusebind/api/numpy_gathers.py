@@ -5,8 +5,11 @@ np.linalg forms).
 
 Each computes its positions with numpy itself on an index array (np.roll of
 np.arange(n), np.delete of np.arange(n), ...), so the positions and the
-errors are numpy's, then gathers them (numpy_kernels.take: one prim.gather
-by constant indices, an index map that fuses into its consumer). Positions
+errors are numpy's, then reads them with index maps that fuse into their
+consumer: np.flip is a reversing prim.slice, a rotation (np.roll) two slices
+and a prim.concat, a few tiles a concat of x with itself, an arithmetic
+progression of positions (diff, diagonal) a strided slice, anything else one
+prim.gather by constant indices (numpy_kernels.take / gather). Positions
 must be known when tracing: a traced shift or repeat count is refused.
 
 Implementations take the probe first (maybe None), then the numpy function's arguments.
