@@ -14,12 +14,13 @@ must be known when tracing: a traced shift or repeat count is refused.
 
 Implementations take the probe first (maybe None), then the numpy function's arguments.
 np.take_along_axis, np.choose and np.pad work the same way on constant
-indices. Traced indices (take_along_axis, choose) are accepted only when
-their values are an argument's (reshaped, transposed or broadcast at most):
-a call-time check (Graph.checks) raises numpy's error for an out-of-range
-one before the kernel runs, which then gathers (prim.take_along, numpy_kernels.take_along).
-Computed traced indices are checked where they are read: in the kernel (its
-error channel) or by the op's reference (numpy_kernels.COMPUTED_INDICES).
+indices. Traced take_along_axis indices are one prim.take_along
+(numpy_kernels.take_along): read from an argument (reshaped, transposed or
+broadcast at most) they get a call-time check (Graph.checks: numpy's error,
+naming the argument, before the kernel runs); computed ones are checked where
+they are read, in the kernel (its error channel) or by the op's reference. A
+traced np.choose chooser in mode 'raise' must be an argument's values (its
+ValueError is checked at call time).
 
 Must not: gather by traced positions whose range is not checked: an
 out-of-range index must raise, not give a value.
