@@ -287,3 +287,19 @@ def test_describe_default_words_kind_operands_and_props() -> None:
     assert by_name["r"].describe(["y"]) == "reduce_sum y axes [1] keepdims"
     assert by_name["c"].describe(["x", "y"]) == "compare lt x, y"
     assert by_name["c"].describe() == "compare lt #0, #1"
+
+
+def test_explain_shows_gathers_and_concats_as_prologues_without_a_class_list(object_cache) -> None:
+    """gather / concat (INDEX_MAP ops landed after the explain code) appear with no edit to it:
+    np.take by constant indices and np.roll (two slices and a concat) as prologues."""
+    def f(x, y):
+        return np.take(x, [3, -1, 0], axis=1) * y + np.roll(x, 1, axis=1)[:, :3]
+
+    f_jit = fb.jit(f, cache=object_cache)
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    y = np.float32(2.0) * np.ones(3, np.float32)
+    np.testing.assert_array_equal(f_jit(x, y), f(x, y))
+    assert f_jit.stats.fused_calls == 1
+    lines = [line for line in f_jit.explain(x, y).splitlines() if "prologue" in line]
+    assert "  prologue: gather x, (constant result) axis 1 (index map, no copy)" in lines, lines
+    assert "  prologue: concat (slice x[:, 3:]), (slice x[:, :3]) axis 1 (index map, no copy)" in lines, lines
