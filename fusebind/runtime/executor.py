@@ -421,7 +421,8 @@ class Executor:
         index-map prologues (ops whose `INDEX_MAP` fact is set: slices, gathers, concats, read in
         place by their consumer) as `  prologue: <op.describe(operand names)> (index map, no copy)`.
         An operand is named by the argument it is, else by the op that makes it: an index map by
-        its own phrase (a chain reads `slice (slice x[1:, :])[::-1, :]`), another op by its KIND."""
+        its own phrase (a chain reads `slice (slice x[1:, :])[::-1, :]`), another op by its KIND
+        and operands (`(reshape of labels)`, `(constant)`)."""
         from fusebind.dialect.fused import RegionOp
 
         func = self.optimized_func(self.session.table, tuple(a.shape for a in arrays))
@@ -430,14 +431,19 @@ class Executor:
             if isinstance(region, RegionOp):
                 names.update({id(a): v for a, v in zip(region.body.blocks[0].args, region.operands)})
 
-        def name_of(value: Any) -> str:
+        def name_of(value: Any, depth: int = 0) -> str:
             named = names.get(id(value))
             if named is not None:
-                return named if isinstance(named, str) else name_of(named)
+                return named if isinstance(named, str) else name_of(named, depth)
             owner = getattr(value, "owner", None)
             if getattr(owner, "INDEX_MAP", False):
-                return f"({owner.describe([name_of(v) for v in owner.operands])})"
-            return f"({getattr(owner, 'KIND', getattr(owner, 'name', '?'))} result)"
+                return f"({owner.describe([name_of(v, depth) for v in owner.operands])})"
+            kind = getattr(owner, "KIND", getattr(owner, "name", "?"))
+            if not getattr(owner, "operands", ()):
+                return f"({kind})"
+            if depth:  # one level of other ops is enough to say where a value comes from
+                return f"({kind} result)"
+            return f"({kind} of {', '.join(name_of(v, depth + 1) for v in owner.operands)})"
 
         found: dict[str, list[list[str]]] = {}
         for region in func.walk():
