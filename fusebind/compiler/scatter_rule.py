@@ -3,7 +3,9 @@
 A scatter outside a region runs its numpy reference (`ufunc.at`, an unbuffered per-element loop);
 inside one it lowers to a loop over the updates (`lowering/emit_scatter.py`). So every free
 scatter is proposed as a region, joined by its prologue: the free fusable elementwise producers
-(casts, broadcasts of the values, index arithmetic, the computation of x) and earlier scatters
+(casts, broadcasts of the values, index arithmetic, the computation of x), reshapes (the scatter
+reads its operands by `tensor.extract`, not through indexing maps, so the indices reshaped to x's
+rank, `i[:, None]`, need no buffer of their own) and earlier scatters
 (`fb.at(fb.at(x)[i].add(v))[j].set(w)`: one kernel updating one buffer) whose every user is already
 in the region, up to the size bound. Its consumers stay outside (the scatter's result is a
 whole updated array; a consumer reading it is a separate loop anyway).
@@ -24,6 +26,7 @@ from xdsl.ir import Operation
 
 from fusebind.compiler.matching import Candidate, MatchState, in_block_order
 from fusebind.dialect.prim_scatter import ScatterOp
+from fusebind.dialect.prim_structured import ReshapeOp
 
 
 def scatter_regions(state: MatchState, fusable: Callable[[Operation], bool],
@@ -41,7 +44,7 @@ def scatter_regions(state: MatchState, fusable: Callable[[Operation], bool],
         while stack and len(members) < state.max_ops:
             cur = stack.pop()
             for p in g.producers(cur):
-                if ((fusable(p) or isinstance(p, ScatterOp)) and state.free(p) and p not in taken and p not in members
+                if ((fusable(p) or isinstance(p, (ScatterOp, ReshapeOp))) and state.free(p) and p not in taken and p not in members
                         and all(u in members for u in g.users(p)) and len(members) < state.max_ops):
                     members.append(p)
                     stack.append(p)
