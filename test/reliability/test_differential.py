@@ -557,7 +557,11 @@ def jit_program(c: Chooser) -> tuple[Callable[..., Any], str]:
     steps = [c.pick(("x + y", "x * 2.0", "x - 0.5", "-x", "x * y + x", "abs(x)", "fb.tanh(x)",
                      "fb.exp(-abs(x))", "fb.maximum(x, y)", "fb.relu(x) * y", "x / (abs(y) + 1.0)",
                      "(x - x.sum(axis=1, keepdims=True))", "x.astype('float64').astype(x.dtype)",
-                     "fb.where(x < y, x, y)", "x.max(axis=1, keepdims=True) + y"))
+                     "fb.where(x < y, x, y)", "x.max(axis=1, keepdims=True) + y",
+                     # layout steps (index maps: slices, concats, gathers), each keeping the shape
+                     "x[::-1, ::-1] + y", "np.roll(x, 1, axis=1) * y", "np.concatenate([x[:, 2:], x[:, :2]], axis=1)",
+                     "np.pad(x, ((0, 0), (1, 0)), mode='edge')[:, :-1] - y",
+                     "np.take(x, np.arange(x.shape[0])[::-2].repeat(2)[:x.shape[0]], axis=0)"))
              for _ in range(c.int(1, 4))]
     src = "def f(x, y):\n" + "".join(f"    x = {s}\n" for s in steps) + "    return x\n"
     return src, " ; ".join(steps)  # type: ignore[return-value]
@@ -571,12 +575,12 @@ def test_jit_traced_programs_agree_with_numpy(index: int, seed: int, dtype: Any,
     import fusebind as fb
 
     src, _ = jit_program(Chooser(rng=random.Random(index)))
-    space: dict[str, Any] = {"fb": fb}
+    space: dict[str, Any] = {"fb": fb, "np": np}
     exec(src, space)  # noqa: S102 - our own generated source
     fn = space["f"]
     rng = np.random.default_rng(seed)
     x, y = (rng.standard_normal(shape).astype(dtype) for _ in range(2))
-    np_space: dict[str, Any] = {"fb": _NumpyFb()}
+    np_space: dict[str, Any] = {"fb": _NumpyFb(), "np": np}
     exec(src, np_space)  # noqa: S102
     with np.errstate(all="ignore"):
         want = np_space["f"](x, y)
