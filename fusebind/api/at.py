@@ -34,7 +34,7 @@ import numpy as np
 
 from fusebind.api import numpy_kernels as K
 from fusebind.api.tracer import Tracer, as_tracer
-from fusebind.dialect.errors import IndexOutOfBounds
+from fusebind.dialect.errors import FusebindError, IndexOutOfBounds
 from fusebind.dialect.prim_scatter import MODES, ScatterOp
 
 
@@ -57,6 +57,8 @@ def _probe(graph: Any, what: str, check: Callable[[], Any]) -> None:
     try:  # numpy's own checks of the values: broadcasting, casting
         with np.errstate(all="ignore"):
             check()
+    except FusebindError:  # a traced value where numpy needed one: already in fusebind's words
+        raise
     except Exception as exc:  # noqa: BLE001 - numpy's refusal, in its words
         raise K.from_numpy_error(graph, exc, what) from None
 
@@ -211,6 +213,8 @@ def _traced_update(method: str, x: Any, idx: Any, v: Any, what: str) -> Tracer:
 def _positions(graph: Any, fn: Callable[[], Any], what: str) -> np.ndarray:
     try:
         return np.asarray(fn())
+    except FusebindError:  # a traced value inside the index (a list of them, a traced slice bound)
+        raise
     except Exception as exc:  # noqa: BLE001 - numpy's own indexing errors
         raise K.from_numpy_error(graph, exc, what) from None
 

@@ -126,6 +126,9 @@ def test_traced_index_forms_refused():
     assert str(got.value) == ("fusebind: in 't': fusebind.at(x)[...].set with a traced boolean mask: the number of "
                               "updated elements would depend on the data; use fb.where(mask, value, x) for one "
                               "value (or a constant mask)")
+    with pytest.raises(fb.UnsupportedOperation) as got:  # a list of traced arrays: the tracer's own words, once
+        interp(lambda a, j: fb.at(a)[[j, j]].add(1.0), X, i)
+    assert str(got.value).startswith("fusebind: in 't': numpy needs the values of a traced array here")
     with pytest.raises(fb.UnsupportedOperation, match="broadcast past the array's shape"):
         interp(lambda a, j: fb.put_along_axis(a, j, 1.0, axis=1), X[:1], np.zeros((3, 2), np.int64))
 
