@@ -63,12 +63,14 @@ from fusebind.dialect.prim_structured import (
     matmul_shape,
     reduced_shape,
 )
+from fusebind.dialect.prim_bitwise import BITWISE_OPS
 from fusebind.dialect.prim_gather import GATHER_OPS
 from fusebind.dialect.prim_layout import LAYOUT_OPS, SliceOp
+from fusebind.dialect.prim_math import MATH_OPS
 from fusebind.dialect.prim_scatter import SCATTER_OPS
 
 ALL_PRIM_OPS: tuple[type[PrimOp], ...] = (ELEMENTWISE_OPS + DIVISION_OPS + STRUCTURED_OPS + LAYOUT_OPS + GATHER_OPS
-                                          + SCATTER_OPS)
+                                          + SCATTER_OPS + MATH_OPS + BITWISE_OPS)
 
 PRIM_OPS: dict[str, type[PrimOp]] = {op.KIND: op for op in ALL_PRIM_OPS}
 
