@@ -85,7 +85,7 @@ def _values(graph: Any, method: str, x: Tracer, v: Any, target: tuple[int, ...],
             z = np.zeros((), x.dtype)
             z[()] = v  # numpy's conversion of the value in an assignment
             arr = z
-        vt = K.constant(graph, arr.astype(dt), dt)
+        vt = _dense_constant(graph, arr.astype(dt))
     vshape = vt.shape
     while len(vshape) > len(target) and vshape[0] == 1:
         vshape = vshape[1:]
@@ -124,22 +124,25 @@ def _flat_update(method: str, x: Any, pos: np.ndarray, v: Any, what: str,
         return xt
     m = pos.size
     itype = np.int32 if xt.size < 2 ** 31 else np.int64
-    idx = _index_constant(graph, pos.reshape(m).astype(itype))
+    idx = _dense_constant(graph, pos.reshape(m).astype(itype))
     updates = _as_updates(values, tuple(pos.shape), 0, pos.ndim)
     out = _scatter(method, K.reshape(xt, (xt.size,)), idx, updates, 0, True)
     return K.reshape(out, xt.shape)
 
 
-def _index_constant(graph: Any, flat: np.ndarray) -> Tracer:
-    """The positions as a `prim.constant` made from their bytes (ConstantOp.from_array converts
-    element by element, ~15 us each: seconds for the 10^5-10^6 positions of a slice update)."""
+def _dense_constant(graph: Any, arr: np.ndarray) -> Tracer:
+    """`arr` (the positions, constant values) as a `prim.constant` made from its bytes
+    (ConstantOp.from_array converts element by element, ~15 us each: seconds for the 10^5-10^6
+    positions of a slice update). A bool array goes through from_array (xDSL packs i1 itself)."""
     from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr
 
     from fusebind.dialect.prim import ConstantOp
     from fusebind.dialect.types import name_of_numpy_dtype, tensor_type
 
-    t = tensor_type(flat.shape, name_of_numpy_dtype(flat.dtype))
-    data = np.ascontiguousarray(flat).astype(flat.dtype.newbyteorder("<")).tobytes()
+    if arr.dtype == np.bool_:
+        return K.constant(graph, arr, arr.dtype)
+    t = tensor_type(arr.shape, name_of_numpy_dtype(arr.dtype))
+    data = np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<")).tobytes()
     return graph.add(ConstantOp(DenseIntOrFPElementsAttr(t, BytesAttr(data))))
 
 
