@@ -13,8 +13,9 @@ The index `i`:
   only a negative one needs `i + n`, no runtime check;
 - `in_bounds` indices were checked by the caller before the call: normalized, and clamped to
   [0, n) so that a broken promise still reads inside `x` (no error report needed);
-- any other index goes through `em.checked_index` (the kernel ABI's error channel): until that
-  exists it raises ScalarEmitError, so the region fails the capability gate and runs arm 0.
+- any other indices are first checked by a loop of their own (`em.checked_index`, the kernel
+  ABI's error channel: the first bad one in C order is reported and the call raises), then
+  read as `in_bounds` ones are. The gather's loop so has no side effects, and fuses away.
 
 Must not: import `emitter` (it imports this module); use `em`'s methods and `linalg_types`.
 """
@@ -71,21 +72,40 @@ def _size_i64(em: Any, b: TextScalarBuilder, size: Dim) -> str:
     return b._op(f"arith.index_cast {size} : index to i64", "i64")
 
 
+def _checked(op: Any) -> bool:
+    """The indices need a check in the kernel: neither a constant nor `in_bounds`."""
+    return _constant_indices(op) is None and op_attr(op, "in_bounds") is None
+
+
 def _index(em: Any, op: Any, b: TextScalarBuilder, raw: str, size: Dim, axis: int) -> str:
-    """The `index` value that reads `x` for the i64 index `raw` (see the module docstring)."""
+    """The `index` value that reads `x` for the i64 index `raw` (see the module docstring):
+    normalized, and clamped unless the indices are a constant (verified in range)."""
     const = _constant_indices(op)
-    in_bounds = op_attr(op, "in_bounds") is not None and flag(op_attr(op, "in_bounds"))
-    if const is None and not in_bounds:
-        return em.checked_index(b, raw, size, f"axis {axis} of {op.name}")
     if const is None or (const < 0).any():
         n = _size_i64(em, b, size)
         neg = b.compare("lt", raw, b.constant(0, "i64"))
         raw = b.select(neg, b.add(raw, n), raw)
-        if in_bounds and const is None:  # the caller's promise, kept safe: never read outside x
+        if const is None:  # checked before (check loop, or the caller): never read outside x
             zero = b.constant(0, "i64")
             last = b._op(f"arith.subi {n}, {b.constant(1, 'i64')} : i64", "i64")
             raw = b._op(f"arith.minsi {b._op(f'arith.maxsi {raw}, {zero} : i64', 'i64')}, {last} : i64", "i64")
     return b._op(f"arith.index_cast {raw} : i64 to index", "index")
+
+
+def _check_loop(em: Any, op: Any, idx: Any, size: Dim, axis: int) -> None:
+    """An `scf.for` nest over the indices (C order) that only checks them (`em.checked_index`: the
+    first bad one is reported). Kept apart from the gather's own loop so that loop has no side
+    effects: elementwise fusion then folds it into its consumer and erases it (a checked body
+    would stay behind as a second gather loop)."""
+    b = TextScalarBuilder(em.fresh, em.fastmath)
+    ivs = [em.fresh("ci") for _ in idx.shape]
+    head = [f"{'  ' * k}scf.for {iv} = {em.index(0)} to {d if isinstance(d, str) else em.index(d)} step "
+            f"{em.index(1)} {{" for k, (iv, d) in enumerate(zip(ivs, idx.shape))]
+    v = b._op(f"tensor.extract {idx.name}[{', '.join(ivs)}] : {ttype(idx.shape, idx.elem)}", idx.elem)
+    em.checked_index(b, b.cast(v, "i64"), size, f"axis {axis} of {op.name}")
+    pad = "  " * len(ivs)
+    tail = ["  " * k + "}" for k in reversed(range(len(ivs)))]
+    em.lines.extend(head + [pad + line for line in b.lines] + tail)
 
 
 def emit(em: Any, op: Any, args: list[Any], result_type: Any) -> Any:
@@ -115,6 +135,8 @@ def emit(em: Any, op: Any, args: list[Any], result_type: Any) -> Any:
     dims = ", ".join(f"d{j}" for j in range(rank))
     maps = [f"affine_map<({dims}) -> ({', '.join(idx_res)})>"]
     ins, params = [idx], []
+    if _checked(op):
+        _check_loop(em, op, idx, x.shape[axis], axis)
     b = TextScalarBuilder(em.fresh, em.fastmath)
     (p,), (iv,) = em._bind_args(b, [idx])
     params.append(p)
