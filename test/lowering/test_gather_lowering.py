@@ -91,3 +91,25 @@ def test_dynamic_shapes_and_a_broken_in_bounds_promise_stays_inside_the_operand(
     np.testing.assert_array_equal(got, x[i])
     (got,) = k(x, np.array([99, -99]), out_shapes=[(2, 4)])  # clamped: the last row and the first
     np.testing.assert_array_equal(got, x[[6, 0]])
+
+
+def test_a_checked_gather_is_read_once_its_check_is_a_loop_over_the_indices() -> None:
+    """Computed indices: a check loop over the indices (side effects, the status) and a pure gather
+    that fusion folds into its consumer: x is read by one loop, not twice."""
+    text = """func.func @main(%a: tensor<50x8xf32>, %i: tensor<6xi32>) -> tensor<6x8xf32> {
+  %r = fused.region @emb (%a, %i) : (tensor<50x8xf32>, tensor<6xi32>) -> tensor<6x8xf32> {
+  ^bb0(%x: tensor<50x8xf32>, %j: tensor<6xi32>):
+    %c = prim.constant dense<1> : tensor<i32>
+    %k = prim.add %j, %c : (tensor<6xi32>, tensor<i32>) -> tensor<6xi32>
+    %g = prim.gather %x, %k {axis = 0} : (tensor<50x8xf32>, tensor<6xi32>) -> tensor<6x8xf32>
+    %m = prim.mul %g, %g : (tensor<6x8xf32>, tensor<6x8xf32>) -> tensor<6x8xf32>
+    fused.yield %m : tensor<6x8xf32>
+  }
+  func.return %r : tensor<6x8xf32>
+}"""
+    (region,) = [op for op in parse_module(text).walk() if op.name == "fused.region"]
+    assert emit_linalg(region).checks == ("axis 0 of prim.gather",)
+    ir = _bufferized(region)
+    assert ir.count("memref.load %arg0[") == 1, ir  # one read of x
+    assert not re.search(r"memref\.alloca?\(\)[^\n]*memref<6x8xf32>", ir), ir  # no gathered buffer
+    assert ir.count("scf.if") == 2 and ir.count("linalg.generic") == 2, ir  # (the index add, the fused gather)
