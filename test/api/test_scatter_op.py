@@ -88,6 +88,8 @@ def test_every_mode_matches_numpy_on_every_arm(dtype):
     x, vals = inputs(dtype)
     if dtype in (np.int32, np.int64):
         vals[2] = vals[2] % 3 + 1  # small factors: mul's products stay readable (they wrap all the same)
+        vals[1][[0, 1], 1] = np.iinfo(dtype).max // 2 + 7  # both add into x[5, 1]: the sum wraps around
+        # (to near the minimum, which min keeps and max, never reaching row 5, leaves)
     args = [x, IDX, IDX2, *vals]
     fused = on_every_arm(chain_text(NAMES[dtype]), args, numpy_chain(x, vals))
     x2, vals2 = inputs(dtype, seed=1)  # the compiled kernel again, other values
