@@ -356,7 +356,7 @@ def gather(x: Tracer, axis: int, idx: Tracer | np.ndarray, what: str, shown_axis
         out_shape = x.shape[:axis] + idx.shape + x.shape[axis + 1:]
         if math.prod(out_shape) == 0 and x.shape[axis] != 0:
             return full(graph, 0, x.dtype, out_shape)
-        return graph.add(GatherOp(x.value, idx.value, axis, in_bounds=checked))
+        return graph.add(GatherOp(x.value, idx.value, axis, in_bounds=checked, error_axis=shown_axis))
     from fusebind.dialect.prim_gather import check_range
 
     n = x.shape[axis]
@@ -428,7 +428,7 @@ def take_along(x: Tracer, axis: int, idx: Tracer, what: str, shown_axis: int | N
     out_shape = out_shape[:axis] + (idx.shape[axis],) + out_shape[axis + 1:]
     if math.prod(out_shape) == 0 and x.shape[axis] != 0:
         return full(graph, 0, x.dtype, out_shape)
-    return graph.add(TakeAlongOp(x.value, idx.value, axis, in_bounds=checked))
+    return graph.add(TakeAlongOp(x.value, idx.value, axis, in_bounds=checked, error_axis=shown_axis))
 
 
 def take_along_last(x: Tracer, idx: Tracer, what: str) -> Tracer:

@@ -19,7 +19,9 @@ and a lowering checks it in the kernel (`Emitter.checked_index`, the kernel ABI'
 The unit property `in_bounds` says the caller has already checked every index (a call-time check
 of the jitted function's argument the indices are read from, `Graph.checks`): a lowering then
 only normalizes negative indices, and clamps so that a broken promise still cannot read outside
-`x`; the reference checks regardless.
+`x`; the reference checks regardless. The optional `error_axis` is the axis an out-of-range
+message names when it is not `axis` (the op reads an intermediate whose axes are numbered
+differently from the array the user indexed, as advanced indexing builds).
 
 Accepted element types: any of the five for `x`; i32 / i64 for `idx`. FLOPS 0. Their category
 is `ShapeOp` (they move elements without arithmetic): outside a fused region the executor runs
@@ -91,13 +93,16 @@ class IndexedOp(ShapeOp):
     result = result_def(TensorType)
     axis = prop_def(IntegerAttr)
     in_bounds = opt_prop_def(UnitAttr)
+    error_axis = opt_prop_def(IntegerAttr)
     DTYPE_OPERANDS: ClassVar[tuple[str, ...] | None] = ("x",)
     INDEX_MAP: ClassVar[bool] = True
 
-    def __init__(self, x: Value, idx: Value, axis: int, in_bounds: bool = False):
+    def __init__(self, x: Value, idx: Value, axis: int, in_bounds: bool = False, error_axis: int | None = None):
         x, idx = SSAValue.get(x), SSAValue.get(idx)
         out = type(self).infer_shape(shape_of(x.type), shape_of(idx.type), axis=axis)
         props: dict[str, Any] = {"axis": IntegerAttr(int(axis), i64)}
+        if error_axis is not None and error_axis != axis:
+            props["error_axis"] = IntegerAttr(int(error_axis), i64)
         if in_bounds:
             props["in_bounds"] = UnitAttr()
         super().__init__(operands=[x, idx], result_types=[tensor_type(out, elem_of(x.type))], properties=props)
@@ -122,6 +127,11 @@ class IndexedOp(ShapeOp):
         (the fusion rules ask this): its kernel reads only the rows it needs. One by constant
         indices (a lone flip, roll, pad...) runs its reference: no compile for a copy."""
         return constant_indices(self) is None
+
+    def shown_axis(self) -> int:
+        """The axis an out-of-range message names: `error_axis` (numpy's axis of the array the
+        user indexed, when this op reads an intermediate, as advanced indexing builds) or `axis`."""
+        return self.axis_value() if self.error_axis is None else int(self.error_axis.value.data)
 
     def is_in_bounds(self) -> bool:
         """The caller promises every index is in [-n, n) (it checked them before the call)."""
@@ -149,12 +159,13 @@ class IndexedOp(ShapeOp):
         values = constant_indices(self)
         if values is not None and size is not None:
             try:
-                check_range(values, self.axis_value(), size)
+                check_range(values, self.shown_axis(), size)
             except IndexOutOfBounds as err:
                 raise VerifyException(f"{self.name}: constant indices: {err}") from None
 
     def _print_props(self, printer: Printer) -> None:
-        printer.print_string(f" {{axis = {self.axis_value()}{', in_bounds' if self.is_in_bounds() else ''}}}")
+        shown = f", error_axis = {self.shown_axis()}" if self.error_axis is not None else ""
+        printer.print_string(f" {{axis = {self.axis_value()}{shown}{', in_bounds' if self.is_in_bounds() else ''}}}")
 
 
 @irdl_op_definition
@@ -175,7 +186,7 @@ class GatherOp(IndexedOp):
     def reference(self, *arrays: np.ndarray) -> np.ndarray:
         x, idx = np.asarray(arrays[0]), np.asarray(arrays[1])
         axis = self.axis_value()
-        pos = check_range(idx, axis, x.shape[axis])
+        pos = check_range(idx, self.shown_axis(), x.shape[axis])
         return cast_result(self, np.take(x, pos, axis=axis))
 
 
@@ -212,7 +223,7 @@ class TakeAlongOp(IndexedOp):
     def reference(self, *arrays: np.ndarray) -> np.ndarray:
         x, idx = np.asarray(arrays[0]), np.asarray(arrays[1])
         axis = self.axis_value()
-        pos = check_range(idx, axis, x.shape[axis])
+        pos = check_range(idx, self.shown_axis(), x.shape[axis])
         return cast_result(self, np.ascontiguousarray(np.take_along_axis(x, pos, axis=axis)))
 
 

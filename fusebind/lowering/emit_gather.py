@@ -102,7 +102,8 @@ def _check_loop(em: Any, op: Any, idx: Any, size: Dim, axis: int) -> None:
     head = [f"{'  ' * k}scf.for {iv} = {em.index(0)} to {d if isinstance(d, str) else em.index(d)} step "
             f"{em.index(1)} {{" for k, (iv, d) in enumerate(zip(ivs, idx.shape))]
     v = b._op(f"tensor.extract {idx.name}[{', '.join(ivs)}] : {ttype(idx.shape, idx.elem)}", idx.elem)
-    em.checked_index(b, b.cast(v, "i64"), size, f"axis {axis} of {op.name}")
+    shown = op.shown_axis() if hasattr(op, "shown_axis") else axis  # numpy's axis, for the message
+    em.checked_index(b, b.cast(v, "i64"), size, f"axis {shown} of {op.name}")
     pad = "  " * len(ivs)
     tail = ["  " * k + "}" for k in reversed(range(len(ivs)))]
     em.lines.extend(head + [pad + line for line in b.lines] + tail)

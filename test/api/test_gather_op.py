@@ -296,3 +296,16 @@ def test_tile_concatenates_a_few_copies_and_gathers_many(reps, op) -> None:
     same(interpret(module, x), np.tile(x, reps))
     flat = trace(lambda a: np.resize(a, (7, 11)), [x], ["a"], "g")
     same(interpret(flat, x), np.resize(x, (7, 11)))
+
+
+def test_computed_indices_of_an_intermediate_name_the_callers_axis_on_every_arm(object_cache) -> None:
+    """shown_axis travels with the op (error_axis): the kernel's check and the reference name it."""
+    def f(x, i):
+        return K.gather(x, 0, i + 1, "indexing", shown_axis=2) * 2
+
+    x, bad = DATA[np.float32], np.array([0, 4])
+    module = trace(f, [x, bad], ["x", "i"], "f")
+    assert "error_axis = 2" in print_module(module)
+    for run in (lambda: interpret(module, x, bad), lambda: fb.jit(f, cache=object_cache)(x, bad)):
+        with pytest.raises(fb.IndexOutOfBounds, match="index 5 is out of bounds for axis 2 with size 5"):
+            run()

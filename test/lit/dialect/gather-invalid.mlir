@@ -88,3 +88,12 @@ func.func @f(%a: tensor<5x3xf32>, %i: tensor<5x1xi1>) {
   %0 = prim.take_along %a, %i {axis = 1} : (tensor<5x3xf32>, tensor<5x1xi1>) -> tensor<5x1xf32>
   func.return
 }
+
+// -----
+
+func.func @f(%a: tensor<5x3xf32>) {
+  %i = prim.constant dense<[9]> : tensor<1xi64>
+  // expected-error @+1 {{prim.gather: constant indices: index 9 is out of bounds for axis 3 with size 5}}
+  %0 = prim.gather %a, %i {axis = 0, error_axis = 3} : (tensor<5x3xf32>, tensor<1xi64>) -> tensor<1x3xf32>
+  func.return
+}
