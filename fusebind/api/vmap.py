@@ -331,11 +331,13 @@ def _sizes(vf: VmapFunction, leaves: Sequence[Any], axes: Sequence[Any], names: 
 
 
 def _current_graph(leaves: Sequence[Any]) -> Graph:
-    for leaf in leaves:
-        if isinstance(leaf, Tracer):
-            return leaf.graph
-    # no traced argument (numpy arrays passed inside a trace): the innermost trace of this thread
-    return trace_mod._STATE.graphs[-1]
+    """The graph to batch into: the innermost one any traced argument belongs to (an argument of an
+    enclosing trace, closed over, may come first), else this thread's innermost trace."""
+    graphs = [leaf.graph for leaf in leaves if isinstance(leaf, Tracer)]
+    if not graphs:  # numpy arrays passed inside a trace
+        return trace_mod._STATE.graphs[-1]
+    depth = {id(g): i for i, g in enumerate(_ROUTING.inner)}
+    return max(graphs, key=lambda g: depth.get(id(g), -1))
 
 
 def _move(graph: Graph, t: Tracer, src: int, dst: int) -> Tracer:

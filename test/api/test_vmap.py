@@ -244,6 +244,9 @@ def test_an_enclosing_tracer_on_the_left_of_an_operator() -> None:
     # nested: the innermost function reads a tracer two traces up
     h = fb.jit(lambda x, w: fb.vmap(lambda r: fb.vmap(lambda a: w[0] * a + r.sum())(r))(x))
     close(h(X, Y[0]), np.stack([[Y[0][0] * a + r.sum() for a in r] for r in X]))
+    # an inner vmap whose first argument is the enclosing trace's, its second the per-example one
+    k = fb.jit(lambda x, w: fb.vmap(lambda a: fb.vmap(lambda u, v: u * v, in_axes=(None, 0))(w, a))(x))
+    close(k(X, Y[0]), np.stack([np.stack([Y[0] * v for v in a]) for a in X]))
 
 
 def test_vmap_of_a_jitted_function_and_jit_of_vmap_keep_their_functions() -> None:
