@@ -18,7 +18,7 @@ from fusebind.lowering.abi import DType, KernelSignature
 from fusebind.lowering.backend import DEFAULT_BACKEND, backend_named
 from fusebind.lowering.build import build_object
 from fusebind.lowering.cache import ObjectCache
-from fusebind.lowering.emit import EmittedKernel, TensorSpec, emit_linalg, element_name
+from fusebind.lowering.emit import CheckedKernel, EmittedKernel, TensorSpec, emit_linalg, element_name
 from fusebind.lowering.errors import LoweringError
 
 
@@ -48,10 +48,18 @@ class Decomposition:
         return tuple(tuple(s.shape) for s in (*self.emitted.inputs, *self.emitted.outputs))
 
 
-def kernel_signature(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]) -> KernelSignature:
-    """The C signature (`KernelSignature`) of a kernel over these arguments."""
+def kernel_signature(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec],
+                     status: bool = False) -> KernelSignature:
+    """The C signature (`KernelSignature`) of a kernel over these arguments (`status`: ABI v2, the
+    status operand after the outputs; see `emitted_signature`)."""
     return KernelSignature(tuple((DType(s.elem), s.rank) for s in inputs),
-                           tuple((DType(s.elem), s.rank) for s in outputs))
+                           tuple((DType(s.elem), s.rank) for s in outputs), status=status)
+
+
+def emitted_signature(emitted: EmittedKernel) -> KernelSignature:
+    """The C signature of an emitted kernel: ABI v2 (with the status operand) when its body checks
+    indices (`CheckedKernel`), so no caller can call it without the status pointer."""
+    return kernel_signature(emitted.inputs, emitted.outputs, status=isinstance(emitted, CheckedKernel))
 
 
 def _dtype_names(dtypes: Sequence[Any]) -> list[str]:
@@ -101,5 +109,5 @@ def decompose_region(region: Any, dtypes: Sequence[Any] | None = None, *, machin
     built = build_object(emitted, cache=cache, key_parts={"recipe": recipe, "dtypes": actual, "shapes": shapes,
                                                           "dynamic": dynamic}, backend=target)
     timings = {"emit": t1 - t0, **built.timings}
-    return Decomposition(cost, built.object_code, built.symbol, kernel_signature(emitted.inputs, emitted.outputs),
+    return Decomposition(cost, built.object_code, built.symbol, emitted_signature(emitted),
                          emitted, built.from_cache, timings)

@@ -207,7 +207,9 @@ class StepBuilder:
         out_shape = static_shape(op.results[0])
         alloc = self._out_array(op.results[0])
         self.owned.add(out)
-        if getattr(resolved.kernel, "python_callback", False):
+        # a Python callback, or a kernel of ABI v2 (a status operand, e.g. a user's C kernel bound
+        # under a prim op's key): Kernel.__call__ passes the status and raises what it reports
+        if getattr(resolved.kernel, "python_callback", False) or getattr(resolved.kernel.signature, "status", False):
             guarded = GuardedStep(resolved.kernel, out_shape if elementwise else None)
 
             def run_guarded(env: Env) -> None:

@@ -29,6 +29,7 @@ from fusebind.dialect.errors import FusebindError
 from fusebind.lowering.backend import DEFAULT_BACKEND
 from fusebind.runtime.backend import RuntimeBackend, runtime_backend
 from fusebind.lowering import ObjectCache, build_object, emit_linalg, kernel_signature
+from fusebind.lowering.emit import CheckedKernel
 from fusebind.lowering.blas_ir import GEMMS
 from fusebind.runtime.blas import StaticKernelError  # re-exported: the static kernels' error
 from fusebind.runtime.session import Session, default_session
@@ -160,6 +161,12 @@ class StaticKernels:
         if req.op == "matmul" and req.dtypes[0] in GEMMS:
             return backend.blas_kernel(req.dtypes[0], self.session)
         emitted = self._emit(req)
+        if isinstance(emitted, CheckedKernel):
+            # a static kernel is called by plain thunks with no status operand (ABI v1); one that
+            # checks indices would be called without its status pointer: the executor runs the
+            # op's checking reference instead
+            raise StaticKernelError(f"Static({req.op}) has no kernel for dtypes {req.dtypes}: it checks indices, "
+                                    "which needs the kernel ABI v2 status operand static kernels do not pass")
         built = build_object(emitted, cache=self._cache(), key_parts={"static": kernel_name(req)}, backend=backend)
         return backend.load(built.object_code, built.symbol, signature=kernel_signature(emitted.inputs, emitted.outputs))
 
@@ -170,6 +177,8 @@ class StaticKernels:
         cache = self._cache()
         backend = self._backend()
         emitted = {r: self._emit(r) for r in todo}
+        if any(isinstance(e, CheckedKernel) for e in emitted.values()):
+            return  # kernel_for refuses those one by one (see _build)
         target = target_key_parts(backend)
         keys = {r: cache_key(static=kernel_name(r), **target, text=e.text, entry=e.entry)
                 for r, e in emitted.items()}

@@ -248,9 +248,10 @@ class ThunkStep:
 
 
 class GuardedStep:
-    """A Python-callback kernel (`Kernel.python_callback`): called through
-    `Kernel.__call__`, which re-raises what the callback raised. The thunk and
-    prepared descriptors call the address directly and would lose it."""
+    """A Python-callback kernel (`Kernel.python_callback`), or a static kernel of ABI v2 (a status
+    operand): called through `Kernel.__call__`, which re-raises what the callback raised and
+    passes and reads the status. The thunk and prepared descriptors call the address directly
+    and would lose both."""
 
     chunks = 1
 
