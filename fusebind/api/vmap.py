@@ -21,7 +21,7 @@ Inside a trace (fb.jit(fb.vmap(f)), vmap in a jitted function, nested vmap)
 the caller's graph is the trace's. fn may close over the caller's tracers:
 they are unmapped values, and an op numpy's operators would put in the
 caller's graph (`w * x`, w the caller's) is routed into the per-example
-trace (`_routed_add`). The per-example trace's call-time checks (weak
+trace (vmap_rules.route). The per-example trace's call-time checks (weak
 scalars, traced index arguments) become the caller's (vmap_rules.caller_check).
 Called eagerly on numpy arrays, the mapped function is itself jitted once
 per call form (a `JitFunction`; with unmapped Python values, its static
@@ -36,12 +36,10 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
 from xdsl.dialects import func as func_d
-from xdsl.ir import BlockArgument
 
 from fusebind.api import trace as trace_mod
 from fusebind.api.errors import FusebindAxisError, FusebindValueError, UnsupportedOperation
@@ -49,7 +47,7 @@ from fusebind.api.jit import JitFunction
 from fusebind.api.pytree import LEAF, flatten, unflatten
 from fusebind.api.trace import Graph, Tracer, as_tracer, parameter_names, trace_graph, tracing
 from fusebind.api.tracer import capture_array, _shape_str
-from fusebind.api.vmap_rules import caller_check, emit_batched, unguard
+from fusebind.api.vmap_rules import ROUTING, caller_check, drop_dead, emit_batched, look, route, unguard
 from fusebind.dialect import prim
 
 # ---------------------------------------------------------------- axis specs
@@ -336,7 +334,7 @@ def _current_graph(leaves: Sequence[Any]) -> Graph:
     graphs = [leaf.graph for leaf in leaves if isinstance(leaf, Tracer)]
     if not graphs:  # numpy arrays passed inside a trace
         return trace_mod._STATE.graphs[-1]
-    depth = {id(g): i for i, g in enumerate(_ROUTING.inner)}
+    depth = {id(g): i for i, g in enumerate(ROUTING.inner)}
     return max(graphs, key=lambda g: depth.get(id(g), -1))
 
 
@@ -368,7 +366,7 @@ def batch_call(vf: VmapFunction, leaves: list[Any], axes: list[Any], names: list
 
     def call(*tracers: Any) -> Any:
         inner = tracers[0].graph
-        _ROUTING.inner.append(inner)
+        ROUTING.inner.append(inner)
         it = iter(tracers)
         values = []
         for leaf, v in zip(leaves, outer):
@@ -390,13 +388,13 @@ def batch_call(vf: VmapFunction, leaves: list[Any], axes: list[Any], names: list
         out_tree.append(tree)
         return tuple(out_leaves)
 
-    depth = len(_ROUTING.inner)
-    _route(graph, +1)
+    depth = len(ROUTING.inner)
+    route(graph, +1)
     try:
         _, inner = trace_graph(vf.fn, arrays, arg_names, vf.name, call=call)
     finally:
-        _route(graph, -1)
-        del _ROUTING.inner[depth:]
+        route(graph, -1)
+        del ROUTING.inner[depth:]
     inner_values = [v for v in outer if v is not None]
     unchecked: dict[int, bool] = {}  # per-example positions whose check the caller cannot run: guarded?
     for check in inner.checks:
@@ -421,7 +419,7 @@ def batch_call(vf: VmapFunction, leaves: list[Any], axes: list[Any], names: list
             continue
         if unchecked:
             unguard(inner, op, unchecked)
-        ins = [_look(env, graph, o) for o in op.operands]
+        ins = [look(env, graph, o) for o in op.operands]
         t, batched = emit_batched(graph, op, ins, size, vf.name)
         env[op.results[0]] = (t, batched)
         weak = inner.weak.get(op.results[0])
@@ -433,65 +431,10 @@ def batch_call(vf: VmapFunction, leaves: list[Any], axes: list[Any], names: list
             f"fusebind.vmap: in '{vf.name}': traced indices whose range is checked before each call (by the index "
             f"argument #{bare[0]} of '{vf.name}') are computed in the enclosing function, not one of its arguments, "
             "so fusebind cannot check their range; pass them as an argument (or as a constant)")
-    results = [_look(env, graph, o) for o in ret.operands]  # type: ignore[union-attr]
+    results = [look(env, graph, o) for o in ret.operands]  # type: ignore[union-attr]
     outs = _outputs(vf, graph, results, out_tree[0], size)
-    _drop_dead(graph, marker, {t.value for t in outs})
+    drop_dead(graph, marker, {t.value for t in outs})
     return unflatten(out_tree[0], outs)
-
-
-def _drop_dead(graph: Graph, marker: Any, keep: set[Any]) -> None:
-    """Erase the re-emitted ops nothing reads (a rule's reshape that the next rule folded away), so
-    plans and explain() show only what runs; the results are kept even before anything reads them."""
-    ops = []
-    op = graph.block.first_op if marker is None else marker.next_op
-    while op is not None:
-        ops.append(op)
-        op = op.next_op
-    for op in reversed(ops):
-        if not any(r.uses for r in op.results) and not any(r in keep for r in op.results):
-            graph.block.erase_op(op)
-
-
-class _Routing(threading.local):
-    #: the per-example traces in progress in this thread, outermost first
-    inner: list[Graph]
-
-    def __init__(self) -> None:
-        self.inner = []
-
-
-_ROUTING = _Routing()
-
-
-def _routed_add(graph: Graph, op: Any) -> Tracer:
-    """`graph.add` while a per-example trace runs inside it. numpy's operators put an op in the graph
-    of their first traced operand, so `w * x`, with w a tracer of the enclosing trace that fn closes
-    over and x a per-example value, would land in the enclosing graph; it goes to the innermost
-    per-example trace that owns one of its operands instead (where it is batched with the rest)."""
-    if _ROUTING.inner and op.operands:
-        blocks = {v.owner if isinstance(v, BlockArgument) else v.owner.parent for v in op.operands}
-        for g in reversed(_ROUTING.inner):
-            if g.block in blocks:
-                return Graph.add(g, op)
-    return Graph.add(graph, op)
-
-
-def _route(graph: Graph, step: int) -> None:
-    """Install (+1) or remove (-1) `_routed_add` as `graph.add` (nested vmaps may share a caller)."""
-    n = graph.__dict__.get("_vmap_routes", 0) + step
-    graph.__dict__["_vmap_routes"] = n
-    if n == 1 and step > 0:
-        graph.add = functools.partial(_routed_add, graph)  # type: ignore[method-assign]
-    elif n == 0:
-        graph.__dict__.pop("add", None)
-
-
-def _look(env: dict[Any, tuple[Tracer, bool]], graph: Graph, value: Any) -> tuple[Tracer, bool]:
-    """The caller's value for a value of the per-example trace. One the trace did not make is a
-    caller's value fn closed over (a tracer of an enclosing trace, as in `vmap(lambda x: x * w)`
-    inside a jitted function of w): the same for every example, so unmapped."""
-    hit = env.get(value)
-    return hit if hit is not None else (Tracer(graph, value), False)
 
 
 def _outputs(vf: VmapFunction, graph: Graph, results: list[tuple[Tracer, bool]], tree: Any,

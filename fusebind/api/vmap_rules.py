@@ -4,7 +4,9 @@ Owns `batching_rule(cls)` (the rule of an op class, or a `NoBatchingRule`
 saying why it has none) and `emit_batched(graph, op, operands, size)`, the
 one entry point vmap.py calls per op of the per-example trace; and how the
 per-example trace's call-time checks become the caller's (`caller_check`;
-`unguard` for an op whose check the caller cannot run).
+`unguard` for an op whose check the caller cannot run); and the plumbing of
+re-emission: `look` (a per-example value's caller value), `route` (ops numpy
+puts in an enclosing graph go to the per-example trace), `drop_dead`.
 
 The convention: a batched value has its batch dim at axis 0 (shape
 `(B, *per_example_shape)`); an unbatched value is the per-example value
@@ -30,11 +32,14 @@ Must not: trace a Python function (vmap.py does) or run anything.
 
 from __future__ import annotations
 
+import functools
 import math
+import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
 from xdsl.dialects.builtin import IntegerAttr, i64
+from xdsl.ir import BlockArgument
 
 from fusebind.api.errors import UnsupportedOperation
 from fusebind.api.numpy_kernels import argument_of
@@ -276,6 +281,62 @@ def emit_batched(graph: Graph, op: Any, ins: Sequence[Operand], size: int, fn_na
             "operands depends on a mapped argument; compute it per example in a Python loop and np.stack "
             "the results, or keep that operand unmapped (in_axes None)")
     return rule(graph, op, ins, size), True
+
+
+# ---------------------------------------------------------------- re-emission into the caller's graph
+def drop_dead(graph: Graph, marker: Any, keep: set[Any]) -> None:
+    """Erase the re-emitted ops nothing reads (a rule's reshape that the next rule folded away), so
+    plans and explain() show only what runs; the results are kept even before anything reads them."""
+    ops = []
+    op = graph.block.first_op if marker is None else marker.next_op
+    while op is not None:
+        ops.append(op)
+        op = op.next_op
+    for op in reversed(ops):
+        if not any(r.uses for r in op.results) and not any(r in keep for r in op.results):
+            graph.block.erase_op(op)
+
+
+class _Routing(threading.local):
+    #: the per-example traces in progress in this thread, outermost first
+    inner: list[Graph]
+
+    def __init__(self) -> None:
+        self.inner = []
+
+
+ROUTING = _Routing()
+
+
+def _routed_add(graph: Graph, op: Any) -> Tracer:
+    """`graph.add` while a per-example trace runs inside it. numpy's operators put an op in the graph
+    of their first traced operand, so `w * x`, with w a tracer of the enclosing trace that fn closes
+    over and x a per-example value, would land in the enclosing graph; it goes to the innermost
+    per-example trace that owns one of its operands instead (where it is batched with the rest)."""
+    if ROUTING.inner and op.operands:
+        blocks = {v.owner if isinstance(v, BlockArgument) else v.owner.parent for v in op.operands}
+        for g in reversed(ROUTING.inner):
+            if g.block in blocks:
+                return Graph.add(g, op)
+    return Graph.add(graph, op)
+
+
+def route(graph: Graph, step: int) -> None:
+    """Install (+1) or remove (-1) `_routed_add` as `graph.add` (nested vmaps may share a caller)."""
+    n = graph.__dict__.get("_vmap_routes", 0) + step
+    graph.__dict__["_vmap_routes"] = n
+    if n == 1 and step > 0:
+        graph.add = functools.partial(_routed_add, graph)  # type: ignore[method-assign]
+    elif n == 0:
+        graph.__dict__.pop("add", None)
+
+
+def look(env: dict[Any, tuple[Tracer, bool]], graph: Graph, value: Any) -> tuple[Tracer, bool]:
+    """The caller's value for a value of the per-example trace. One the trace did not make is a
+    caller's value fn closed over (a tracer of an enclosing trace, as in `vmap(lambda x: x * w)`
+    inside a jitted function of w): the same for every example, so unmapped."""
+    hit = env.get(value)
+    return hit if hit is not None else (Tracer(graph, value), False)
 
 
 # ---------------------------------------------------------------- call-time checks
