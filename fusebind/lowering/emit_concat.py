@@ -13,13 +13,14 @@ consumer too, but a computed piece would then be materialized: fusion does not l
 `tensor.extract`.)
 Cost: along the innermost dim the wrapped index makes the reads non-consecutive for LLVM's loop
 vectorizer, so such a loop stays scalar (two loads and a select); along an outer dim the inner
-loop is contiguous and vectorizes. Hence a second form, for pieces of one length along the
-innermost dim (rotate_half, QKV put back together): the generic runs over `(..., P, h)` and a
-`tensor.collapse_shape` gives the result its shape (`_split_axis`). Fusion then expands the
-consumers too and the inner loop vectorizes (RoPE 8x512x128: ~0.11 ms against ~0.49 ms), but the
-result reaches the output through a reshape, which bufferization turns into a temporary and a
-copy unless the pipeline writes it into a reshaped view of the output; so this form is used only
-when the pipeline does (`_outputs_through_reshapes`).
+loop is contiguous and vectorizes. Hence a second form along the innermost dim, when the pieces'
+lengths have a common divisor g >= MIN_BLOCK (rotate_half, QKV put back together: g = h): the
+generic runs over `(..., N / g, g)` and a `tensor.collapse_shape` gives the result its shape
+(`_split_axis`). Fusion then expands the consumers too and the inner loop vectorizes (RoPE
+8x512x128: ~0.11 ms against ~0.49 ms), but the result reaches the output through a reshape,
+which bufferization turns into a temporary and a copy unless the pipeline writes it into a
+reshaped view of the output; so this form is used only when the pipeline does
+(`_outputs_through_reshapes`).
 
 Zero-length pieces are dropped (numpy's concatenate ignores them). A dynamic size along the axis
 is not lowered (ScalarEmitError: the region's lowering fails and it is not fused).
@@ -28,6 +29,7 @@ Must not: import `emitter` (it imports this module); use `em`'s methods and `lin
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fusebind.lowering import pipeline
@@ -35,6 +37,10 @@ from fusebind.lowering.linalg_types import Dim, Value, ints, op_attr, ttype
 from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder
 
 KINDS: frozenset[str] = frozenset({"concat"})
+
+#: the shortest inner loop worth the split form: one vector of f32 on AVX2 (a shorter block
+#: keeps the wrapped-map form, whose loop runs over the whole axis)
+MIN_BLOCK = 8
 
 
 def emit(em: Any, op: Any, args: list[Any], result_type: Any) -> Any:
@@ -49,7 +55,7 @@ def emit(em: Any, op: Any, args: list[Any], result_type: Any) -> Any:
         return Value(em.empty(shape, args[0].elem), shape, args[0].elem)
     if len(live) == 1:  # the piece itself when read through maps; else a copy (it may be a strided argument)
         return live[0] if _read_by_maps(op) else em._gather_copy(live[0])
-    if axis == len(shape) - 1 and len({a.shape[axis] for a in live}) == 1 and _outputs_through_reshapes():
+    if axis == len(shape) - 1 and _block(live, axis) >= MIN_BLOCK and _outputs_through_reshapes():
         return _split_axis(em, live, axis, shape)
     return _mapped_reads(em, live, axis, shape)
 
@@ -110,30 +116,44 @@ def _mapped_reads(em: Any, live: list[Value], axis: int, shape: list[Dim]) -> Va
     return em._generic(live, maps, ["parallel"] * rank, shape, elem, params, b, result, em.empty(shape, elem))
 
 
+def _block(live: list[Value], axis: int) -> int:
+    """The largest length dividing every piece's length along `axis` (the split form's inner loop)."""
+    return math.gcd(*(int(a.shape[axis]) for a in live))
+
+
 def _split_axis(em: Any, live: list[Value], axis: int, shape: list[Dim]) -> Value:
-    """Pieces of one length `h` along the innermost dim: a generic over `(..., P, h)` that reads
-    piece j through the map dropping the piece dim (contiguous, so the inner loop vectorizes) and
-    picks the piece by `linalg.index` of the piece dim, then a `tensor.collapse_shape` to the
-    result's shape. Elementwise fusion folds producers in and expands the consumers to
-    `(..., P, h)` around it; the pipeline then writes the collapsed result into an expanded view of
-    the output (`_outputs_through_reshapes`), so there is still no buffer."""
+    """The innermost dim split in blocks of `g` (`_block`: every piece is a whole number of
+    blocks): a generic over `(..., N / g, g)` reading piece j (blocks `q_j` to `q_j + b_j`) at
+    `((s - q_j) mod b_j) * g + p` (always inside the piece, and consecutive in the inner loop `p`,
+    so it vectorizes) and picking the piece by `linalg.index` of the block dim `s`, then a
+    `tensor.collapse_shape` to the result's shape. Elementwise fusion folds producers in and
+    expands the consumers to `(..., N / g, g)` around it; the pipeline writes the collapsed result
+    into an expanded view of the output (`_outputs_through_reshapes`), so there is no buffer."""
     rank = len(shape)
-    h, n = int(live[0].shape[axis]), len(live)
-    wide: list[Dim] = [*shape[:axis], n, h, *shape[axis + 1:]]
+    g = _block(live, axis)
+    wide: list[Dim] = [*shape[:axis], int(shape[axis]) // g, g, *shape[axis + 1:]]
     dims = ", ".join(f"d{j}" for j in range(rank + 1))
-    reads = ", ".join(f"d{j}" for j in range(rank + 1) if j != axis)
-    maps = [f"affine_map<({dims}) -> ({reads})>"] * n + [f"affine_map<({dims}) -> ({dims})>"]
+    maps, ends, first = [], [], 0
+    for a in live:
+        blocks = int(a.shape[axis]) // g
+        block = f"(d{axis} - {first}) mod {blocks}" if first else f"d{axis} mod {blocks}"
+        res = [f"d{j}" for j in range(axis)] + [f"({block}) * {g} + d{axis + 1}"]
+        res += [f"d{j + 1}" for j in range(axis + 1, rank)]
+        maps.append(f"affine_map<({dims}) -> ({', '.join(res)})>")
+        first += blocks
+        ends.append(first)
+    maps.append(f"affine_map<({dims}) -> ({dims})>")
     elem = live[0].elem
     b = TextScalarBuilder(em.fresh, None)
     params, vals = em._bind_args(b, live)
-    piece = b._op(f"linalg.index {axis} : index", "index", "i")
+    s = b._op(f"linalg.index {axis} : index", "index", "i")
     result = vals[-1]
-    for j in range(n - 2, -1, -1):
-        is_j = b._op(f"arith.cmpi eq, {piece}, {em.index(j)} : index", "i1")
-        result = b.select(is_j, vals[j], result)
+    for j in range(len(live) - 2, -1, -1):
+        below = b._op(f"arith.cmpi ult, {s}, {em.index(ends[j])} : index", "i1")
+        result = b.select(below, vals[j], result)
     r = em._generic(live, maps, ["parallel"] * (rank + 1), wide, elem, params, b, result, em.empty(wide, elem))
     out = em.fresh("r")
     groups = [[j] for j in range(axis)] + [[axis, axis + 1]] + [[j + 1] for j in range(axis + 1, rank)]
-    assoc = "[" + ", ".join("[" + ", ".join(map(str, g)) + "]" for g in groups) + "]"
+    assoc = "[" + ", ".join("[" + ", ".join(map(str, grp)) + "]" for grp in groups) + "]"
     em.lines.append(f"{out} = tensor.collapse_shape {r.name} {assoc} : {ttype(wide, elem)} into {ttype(shape, elem)}")
     return Value(out, shape, elem)

@@ -132,25 +132,26 @@ TEXT = """func.func @k(%a: tensor<3x4xf32>, %b: tensor<3x2xf32>, %z: tensor<3x0x
 }"""
 
 
-SPLIT_TEXT = """func.func @k(%a: tensor<3x4xf32>, %b: tensor<3x4xf32>, %m: tensor<2x3xi1>) -> (tensor<3x12xf32>,
-                                                                              tensor<2x6xi1>, tensor<3x8xf32>) {
-  %n = prim.neg %b : tensor<3x4xf32> -> tensor<3x4xf32>
-  %0 = prim.concat %a, %n, %a {axis = 1} : (tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x12xf32>
-  %1 = prim.concat %m, %m {axis = 1} : (tensor<2x3xi1>, tensor<2x3xi1>) -> tensor<2x6xi1>
-  %c = prim.concat %b, %a {axis = 1} : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x8xf32>
-  %2 = prim.mul %c, %c : (tensor<3x8xf32>, tensor<3x8xf32>) -> tensor<3x8xf32>
-  func.return %0, %1, %2 : tensor<3x12xf32>, tensor<2x6xi1>, tensor<3x8xf32>
+SPLIT_TEXT = """func.func @k(%a: tensor<3x16xf32>, %b: tensor<3x8xf32>, %m: tensor<2x8xi1>) -> (tensor<3x40xf32>,
+                                                                               tensor<2x16xi1>, tensor<3x24xf32>) {
+  %n = prim.neg %b : tensor<3x8xf32> -> tensor<3x8xf32>
+  %0 = prim.concat %a, %n, %a {axis = 1} : (tensor<3x16xf32>, tensor<3x8xf32>, tensor<3x16xf32>) -> tensor<3x40xf32>
+  %1 = prim.concat %m, %m {axis = 1} : (tensor<2x8xi1>, tensor<2x8xi1>) -> tensor<2x16xi1>
+  %c = prim.concat %b, %a {axis = 1} : (tensor<3x8xf32>, tensor<3x16xf32>) -> tensor<3x24xf32>
+  %2 = prim.mul %c, %c : (tensor<3x24xf32>, tensor<3x24xf32>) -> tensor<3x24xf32>
+  func.return %0, %1, %2 : tensor<3x40xf32>, tensor<2x16xi1>, tensor<3x24xf32>
 }"""
 
 
 def test_split_form_kernels_match_numpy(object_cache, monkeypatch) -> None:
-    """The `(..., P, h)` form, forced on (whatever the pipeline does with its output reshape)."""
+    """The `(..., N / 8, 8)` form (unequal pieces of whole blocks, i1), forced on whatever the
+    pipeline does with its output reshape."""
     monkeypatch.setattr(emit_concat, "_outputs_through_reshapes", lambda: True)
     rng = np.random.default_rng(9)
-    a, b, m = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32), \
-        rng.random((2, 3)) > 0.5
+    a, b = rng.standard_normal((3, 16)).astype(np.float32), rng.standard_normal((3, 8)).astype(np.float32)
+    m = rng.random((2, 8)) > 0.5
     f = compile_func(SPLIT_TEXT, object_cache, name="split_concats")
-    assert "tensor.collapse_shape" in f.emitted.text
+    assert f.emitted.text.count("tensor.collapse_shape") == 3 and "mod 2) * 8 + d2" in f.emitted.text
     c = np.concatenate([b, a], axis=1)
     want = (np.concatenate([a, -b, a], axis=1), np.concatenate([m, m], axis=1), c * c)
     for g, w in zip(f(a, b, m), want):
