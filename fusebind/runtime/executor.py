@@ -395,7 +395,7 @@ class Executor:
                  (plan.machine or self.machine).describe()]
         if not plan.decisions:
             lines.append("no fused regions: every op runs as a primitive")
-        prologues = self._prologues(arrays)
+        prologues = self._prologues(arrays, plan.generation)
         for d in plan.decisions:
             first, *rest = describe_decisions([d])
             lines += [first, *_take(prologues, d.name), *rest]
@@ -416,7 +416,7 @@ class Executor:
         lines += [f"note: {n}" for n in plan.notes]
         return "\n".join(lines)
 
-    def _prologues(self, arrays: Sequence[np.ndarray]) -> dict[str, list[list[str]]]:
+    def _prologues(self, arrays: Sequence[np.ndarray], generation: int) -> dict[str, list[list[str]]]:
         """Per fused region name (a list: one entry per region of that name, in order), its
         index-map prologues (ops whose `INDEX_MAP` fact is set: slices, gathers, concats, read in
         place by their consumer) as `  prologue: <op.describe(operand names)> (index map, no copy)`.
@@ -425,7 +425,9 @@ class Executor:
         and operands (`(reshape of labels)`, `(constant)`)."""
         from fusebind.dialect.fused import RegionOp
 
-        func = self.optimized_func(self.session.table, tuple(a.shape for a in arrays))
+        shapes = tuple(a.shape for a in arrays)
+        hit = self._optimized.get(shapes)  # the function the plan (of `generation`) was built from
+        func = hit[1] if hit is not None and hit[0] == generation else self.optimized_func(self.session.table, shapes)
         names = {id(a): n for a, n in zip(func.body.blocks[0].args, self.arg_names)}
         for region in func.walk():  # a region's block argument stands for its operand
             if isinstance(region, RegionOp):
