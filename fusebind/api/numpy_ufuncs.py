@@ -29,6 +29,7 @@ from fusebind.api.tracer import (
 )
 from fusebind.dialect import prim
 from fusebind.dialect.errors import OpRegistrationError
+from fusebind.dialect.prim_bitwise import BITWISE_UFUNCS
 from fusebind.dialect.registry import registered_ops
 
 _GUFUNCS = ("matmul", "vecdot", "matvec", "vecmat")
@@ -141,15 +142,6 @@ def _reciprocal(x: Tracer) -> Tracer:
     return K.op(prim.DivOp, K.like(x, 1), x)
 
 
-def _bitwise(on_bool: Callable[..., Tracer], name: str) -> Callable[..., Tracer]:
-    def f(*xs: Tracer) -> Tracer:
-        if xs[0].dtype != np.bool_:
-            raise unsupported(xs[0].graph, f"numpy.{name} of integer arrays is not supported on traced arrays "
-                                           "(fusebind has no bitwise op); on bool arrays it works")
-        return on_bool(*xs)
-    return f
-
-
 def _rounding(name: str) -> Callable[[Tracer], Tracer]:
     def f(x: Tracer) -> Tracer:
         if x.dtype.kind != "f":
@@ -184,7 +176,8 @@ def _op(cls: Any) -> Callable[..., Tracer]:
 
 
 #: ufunc name -> its implementation on operands in numpy's loop dtypes. Generated: every registered op's
-#: NUMPY_UFUNC (negative, exp, log, sqrt, tanh, subtract, divide, floor_divide, remainder, power, ...);
+#: NUMPY_UFUNC (negative, exp, log, sqrt, tanh, subtract, divide, floor_divide, remainder, fmod, power, the
+#: bitwise and shift ufuncs of prim_bitwise, ...);
 #: then the ufuncs that need more than one op, or bool rules, written here.
 ELEMENTWISE: dict[str, Callable[..., Any]] = {
     cls.NUMPY_UFUNC: _op(cls) for cls in registered_ops()
@@ -202,15 +195,14 @@ ELEMENTWISE.update({
     "logical_or": lambda a, b: K.logical_or(K.truth(a), K.truth(b)),
     "logical_xor": lambda a, b: K.compare("ne", K.truth(a), K.truth(b)),
     "logical_not": lambda x: K.logical_not(K.truth(x)),
-    "bitwise_and": _bitwise(K.logical_and, "bitwise_and"), "bitwise_or": _bitwise(K.logical_or, "bitwise_or"),
-    "bitwise_xor": _bitwise(lambda a, b: K.compare("ne", a, b), "bitwise_xor"),
-    "invert": _bitwise(K.logical_not, "invert"),
     "isnan": _is("isnan"), "isinf": _is("isinf"), "isfinite": _is("isfinite"),
     "floor": _rounding("floor"), "ceil": _rounding("ceil"), "trunc": _rounding("trunc"), "rint": _rounding("rint"),
     "deg2rad": _scale(np.pi / 180), "rad2deg": _scale(180 / np.pi), "heaviside": _heaviside,
     **{name: (lambda pred: lambda a, b: K.compare(pred, a, b))(pred) for name, pred in _COMPARE.items()},
 })
 ELEMENTWISE["radians"], ELEMENTWISE["degrees"] = ELEMENTWISE["deg2rad"], ELEMENTWISE["rad2deg"]
+# & | ^ ~ << >>: one prim op each, on integers and bools (shifts: integers; numpy shifts bools in int8)
+ELEMENTWISE.update({name: _op(cls) for name, cls in BITWISE_UFUNCS.items()})
 
 #: why the other ufuncs are refused, and what to use
 ADVICE: dict[str, str] = {
@@ -220,9 +212,7 @@ ADVICE: dict[str, str] = {
     "log2": "use np.log(x) / np.log(2)", "log10": "use np.log(x) / np.log(10)",
     "log1p": "np.log(1 + x) loses accuracy near 0; compute it outside if that matters",
     "expm1": "np.exp(x) - 1 loses accuracy near 0; compute it outside if that matters",
-    "fmod": "np.remainder (%) has the divisor's sign; fmod's C semantics have no prim op",
-    "cbrt": "use np.power(x, 1/3) for x >= 0", "left_shift": "fusebind has no bitwise op",
-    "right_shift": "fusebind has no bitwise op", "gcd": "fusebind has no integer gcd op",
+    "cbrt": "use np.power(x, 1/3) for x >= 0", "gcd": "fusebind has no integer gcd op",
     "lcm": "fusebind has no integer lcm op",
 }
 

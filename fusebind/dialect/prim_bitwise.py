@@ -1,7 +1,133 @@
-"""`prim` bitwise ops (placeholder: issue 14 fills it)."""
+"""Bitwise `prim` ops: `&`, `|`, `^`, `~`, `<<`, `>>` with numpy's semantics.
+
+- bitwise_and / bitwise_or / bitwise_xor (np.bitwise_and ...), i32 i64 i1:
+  the bits of two's complement integers; on bools the logical answer.
+- invert (np.invert, `~`), i32 i64 i1: ~x (-x - 1) on integers, not on bools.
+- left_shift / right_shift (np.left_shift `<<`, np.right_shift `>>`), i32 i64:
+  numpy's npy_lshift / npy_rshift, whose answer is defined for every count:
+  a count below the width shifts (`<<` wraps, `>>` is arithmetic); a count of
+  the width or more, or a negative one (numpy compares it as unsigned), gives
+  0, or -1 for `>>` of a negative value. LLVM's shl/ashr are poison there, so
+  the lowering guards it (lowering/scalar_text.py). numpy shifts bools in
+  int8, which fusebind has no dtype for, so the tracer refuses bool shifts.
+
+The logical functions (np.logical_and ...) are compare/select compositions of
+the truth values (api/numpy_ufuncs.py), not ops here.
+
+NUMPY_UFUNC is left unset on these six for now: api/numpy_ufuncs.py maps each
+numpy ufunc of the same name (`BITWISE_UFUNCS`) to its op, because the
+registry test feeding every NUMPY_UFUNC op float operands
+(test/api/test_api_registry.py `_operands`) has no integer-only case yet.
+"""
 
 from __future__ import annotations
 
-from fusebind.dialect.prim_base import PrimOp
+from typing import Any, ClassVar
 
-BITWISE_OPS: tuple[type[PrimOp], ...] = ()
+import numpy as np
+from xdsl.irdl import irdl_op_definition
+
+from fusebind.dialect.prim_base import PrimOp
+from fusebind.dialect.prim_elementwise import BinaryOp, UnaryOp
+from fusebind.dialect.scalar import ScalarBuilder
+from fusebind.dialect.types import INT_TYPES
+
+#: the element types of the logical-or-bitwise ops: the integers and bool
+BITS_TYPES: frozenset[str] = INT_TYPES | {"i1"}
+
+
+@irdl_op_definition
+class BitwiseAndOp(BinaryOp):
+    name = "prim.bitwise_and"
+    KIND: ClassVar[str] = "bitwise_and"
+    FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
+    DTYPES: ClassVar[frozenset[str]] = BITS_TYPES
+
+    def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
+        return b.bitwise_and(*args)
+
+    def _ref(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.bitwise_and(a, b)
+
+
+@irdl_op_definition
+class BitwiseOrOp(BinaryOp):
+    name = "prim.bitwise_or"
+    KIND: ClassVar[str] = "bitwise_or"
+    FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
+    DTYPES: ClassVar[frozenset[str]] = BITS_TYPES
+
+    def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
+        return b.bitwise_or(*args)
+
+    def _ref(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.bitwise_or(a, b)
+
+
+@irdl_op_definition
+class BitwiseXorOp(BinaryOp):
+    name = "prim.bitwise_xor"
+    KIND: ClassVar[str] = "bitwise_xor"
+    FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
+    DTYPES: ClassVar[frozenset[str]] = BITS_TYPES
+
+    def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
+        return b.bitwise_xor(*args)
+
+    def _ref(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.bitwise_xor(a, b)
+
+
+@irdl_op_definition
+class InvertOp(UnaryOp):
+    """~x: the bits flipped (-x - 1) on integers, logical not on bools."""
+
+    name = "prim.invert"
+    KIND: ClassVar[str] = "invert"
+    FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
+    DTYPES: ClassVar[frozenset[str]] = BITS_TYPES
+
+    def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
+        return b.invert(args[0])
+
+    def _ref(self, x: np.ndarray) -> np.ndarray:
+        return np.invert(x)
+
+
+@irdl_op_definition
+class LeftShiftOp(BinaryOp):
+    """a << s: wraps; a count of the width or more, or negative, gives 0 (numpy's npy_lshift)."""
+
+    name = "prim.left_shift"
+    KIND: ClassVar[str] = "left_shift"
+    FLOPS_PER_ELEMENT: ClassVar[float] = 2.0
+    DTYPES: ClassVar[frozenset[str]] = INT_TYPES
+
+    def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
+        return b.left_shift(*args)
+
+    def _ref(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.left_shift(a, b)
+
+
+@irdl_op_definition
+class RightShiftOp(BinaryOp):
+    """a >> s, arithmetic; a count of the width or more, or negative, gives 0 or -1 (npy_rshift)."""
+
+    name = "prim.right_shift"
+    KIND: ClassVar[str] = "right_shift"
+    FLOPS_PER_ELEMENT: ClassVar[float] = 2.0
+    DTYPES: ClassVar[frozenset[str]] = INT_TYPES
+
+    def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
+        return b.right_shift(*args)
+
+    def _ref(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.right_shift(a, b)
+
+
+#: numpy ufunc name -> its op (numpy_ufuncs maps them; see the module docstring)
+BITWISE_UFUNCS: dict[str, type[PrimOp]] = {cls.KIND: cls for cls in (
+    BitwiseAndOp, BitwiseOrOp, BitwiseXorOp, InvertOp, LeftShiftOp, RightShiftOp)}
+
+BITWISE_OPS: tuple[type[PrimOp], ...] = (BitwiseAndOp, BitwiseOrOp, BitwiseXorOp, InvertOp, LeftShiftOp, RightShiftOp)

@@ -1,4 +1,4 @@
-"""The division family and pow: `prim.div`, `prim.floordiv`, `prim.rem`, `prim.pow`.
+"""The division family and pow: `prim.div`, `prim.floordiv`, `prim.rem`, `prim.fmod`, `prim.pow`.
 
 These are the binary ops whose integer forms have edges numpy defines and
 LLVM does not (`sdiv`/`srem` by 0 or of MIN by -1 are undefined behaviour,
@@ -7,7 +7,8 @@ negative integer power). Each states numpy's answer for every accepted dtype:
 
 - div: f32/f64 IEEE division; on integers numpy floor division with
   x // 0 == 0 (the tracer casts integer `/` to float, so this is MLIR-only).
-- floordiv (np.floor_divide) and rem (np.remainder), f32 f64 i32 i64:
+- floordiv (np.floor_divide, fb.floor_divide) and rem (np.remainder, which
+  is np.mod, fb.remainder), f32 f64 i32 i64:
   the quotient rounds toward -inf and the remainder has the divisor's sign.
   Integers: x // 0 == 0, x % 0 == 0, MIN // -1 == MIN (wraps), MIN % -1 == 0.
   Floats: numpy's `npy_divmod` step by step (fmod, then the sign fix-up and
@@ -15,6 +16,10 @@ negative integer power). Each states numpy's answer for every accepted dtype:
   and -0.0 come out as numpy's (see `scalar.py`, `ScalarBuilder.floordiv`).
   bool is refused: numpy computes bool // bool in int8, which is not a
   fusebind dtype, so the tracer refuses it before IR exists.
+- fmod (np.fmod, fb.fmod), f32 f64 i32 i64: C's remainder, the dividend's
+  sign. Floats: C fmod (x fmod 0 and inf fmod y are NaN). Integers: the
+  truncated remainder, x fmod 0 == 0 and MIN fmod -1 == 0 (numpy's).
+  np.divmod is floordiv and rem (numpy_ufuncs).
 - pow (np.power), f32 f64 i32 i64. Integers: the exact power modulo
   2^width (numpy's wrap-around); a negative exponent is numpy's ValueError
   ("Integers to negative integer powers are not allowed."), raised here as
@@ -91,6 +96,7 @@ class FloorDivOp(BinaryOp):
 
     name = "prim.floordiv"
     KIND: ClassVar[str] = "floordiv"
+    API_NAME: ClassVar[str | None] = "floor_divide"
     NUMPY_UFUNC: ClassVar[str | None] = "floor_divide"
     # An integer divide does not vectorize on x86 (no SIMD idiv); the float form is an fmod
     # plus a fix-up. Both cost about what pow does.
@@ -109,6 +115,7 @@ class RemOp(BinaryOp):
 
     name = "prim.rem"
     KIND: ClassVar[str] = "rem"
+    API_NAME: ClassVar[str | None] = "remainder"
     NUMPY_UFUNC: ClassVar[str | None] = "remainder"
     FLOPS_PER_ELEMENT: ClassVar[float] = 16.0
 
@@ -117,6 +124,23 @@ class RemOp(BinaryOp):
 
     def _ref(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.remainder(a, b)
+
+
+@irdl_op_definition
+class FmodOp(BinaryOp):
+    """np.fmod: C's remainder, the sign of the dividend; see the module docstring for the edges."""
+
+    name = "prim.fmod"
+    KIND: ClassVar[str] = "fmod"
+    API_NAME: ClassVar[str | None] = "fmod"
+    NUMPY_UFUNC: ClassVar[str | None] = "fmod"
+    FLOPS_PER_ELEMENT: ClassVar[float] = 16.0
+
+    def scalar_body(self, b: ScalarBuilder, *args: Any) -> Any:
+        return b.fmod(*args)
+
+    def _ref(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.fmod(a, b)  # numpy's own answer (x fmod 0 == 0 on integers), warnings silenced
 
 
 @irdl_op_definition
@@ -174,4 +198,4 @@ class PowOp(BinaryOp):
         return np.power(a, b)
 
 
-DIVISION_OPS: tuple[type[BinaryOp], ...] = (DivOp, FloorDivOp, RemOp, PowOp)
+DIVISION_OPS: tuple[type[BinaryOp], ...] = (DivOp, FloorDivOp, RemOp, FmodOp, PowOp)

@@ -6,9 +6,19 @@ numpy's semantics: NaN-propagating maximum/minimum that return the second
 operand on ties (so signed zeros match numpy), wrapping integer add/mul,
 floor division and remainder with x//0 == 0, x%0 == 0, MIN//-1 == MIN and
 MIN%-1 == 0 (each guarded, since LLVM's sdiv/srem make them undefined),
-numpy's float divmod op by op (`dialect/scalar.py`), and integer pow by
-branch-free square-and-multiply. Transcendentals call the `fastmath`
+numpy's float divmod op by op (`dialect/scalar.py`), np.fmod (C's remainder;
+integer x fmod 0 == MIN fmod -1 == 0), integer pow by branch-free
+square-and-multiply, bitwise ops and numpy's shifts (a count of the width or
+more, or negative, gives 0, or -1 for `>>` of a negative value: shl/ashr are
+poison there), and float -> int casts that give numpy's x86-64 INT_MIN for
+NaN, inf and out-of-range values (fptosi is poison there, and LLVM folds a
+constant's poison into a dropped store). Transcendentals call the `fastmath`
 definitions when a provider is given, else `math.*` ops.
+
+The methods beyond the `ScalarBuilder` protocol (fmod, bitwise_and/or/xor,
+invert, left_shift, right_shift) are the ones prim_division.FmodOp and the
+prim_bitwise ops call; they join the protocol (and `NumpyScalarBuilder`) when
+dialect/scalar.py takes them.
 Must not: know about tensors, shapes or linalg (that is `emit.py`).
 """
 
@@ -17,6 +27,9 @@ from __future__ import annotations
 import math
 import struct
 from typing import Callable, Protocol
+
+import numpy as np
+
 from fusebind.dialect.errors import FusebindError
 from fusebind.dialect.types import ELEMENTS
 
@@ -176,6 +189,62 @@ class TextScalarBuilder:
         fix = self._op(f"arith.andi {r_nz}, {self._op(f'arith.xori {r_neg}, {b_neg} : i1', 'i1')} : i1", "i1")
         return self._op(f"arith.select {fix}, {self._op(f'arith.addi {r}, {b} : {e}', e)}, {r} : {e}", e)
 
+    def fmod(self, a: str, b: str) -> str:
+        """np.fmod: C's remainder, the sign of the dividend. Floats: `arith.remf` is C fmod exactly
+        (fmod(x, 0) and fmod(inf, y) are NaN, fmod(x, inf) is x). Integers: truncated `remsi`,
+        with numpy's x fmod 0 == 0 and MIN fmod -1 == 0 (the safe divisor 1 gives both)."""
+        e = self.elem(a)
+        if is_float(e):
+            return self._op(f"arith.remf {a}, {b} : {e}", e)
+        if e == "i1":
+            raise ScalarEmitError("scalar fmod: no lowering for i1 (numpy computes fmod of bools in int8)")
+        _, _, safe = self._int_divisor("fmod", b)
+        return self._op(f"arith.remsi {a}, {safe} : {e}", e)
+
+    # -- bitwise (numpy's integer and bool semantics) -------------------
+    def _bits(self, fn: str, x: str) -> str:
+        e = self.elem(x)
+        if is_float(e):
+            raise ScalarEmitError(f"scalar {fn}: needs an integer or bool operand, got {e}")
+        return e
+
+    def bitwise_and(self, a: str, b: str) -> str:
+        return self._op(f"arith.andi {a}, {b} : {self._bits('bitwise_and', a)}", self.elem(a))
+
+    def bitwise_or(self, a: str, b: str) -> str:
+        return self._op(f"arith.ori {a}, {b} : {self._bits('bitwise_or', a)}", self.elem(a))
+
+    def bitwise_xor(self, a: str, b: str) -> str:
+        return self._op(f"arith.xori {a}, {b} : {self._bits('bitwise_xor', a)}", self.elem(a))
+
+    def invert(self, x: str) -> str:
+        e = self._bits("invert", x)
+        return self._op(f"arith.xori {x}, {self.constant(True if e == 'i1' else -1, e)} : {e}", e)
+
+    def _shift_count(self, fn: str, a: str, s: str) -> tuple[str, str]:
+        """(element type, `s` unsigned-below-the-width: numpy's `(size_t)s < width`, so a negative
+        count counts as too large)."""
+        e = self._bits(fn, a)
+        if e == "i1":
+            raise ScalarEmitError(f"scalar {fn}: no lowering for i1 (numpy shifts bools in int8)")
+        width = self.constant(INT_WIDTH[e], e)
+        return e, self._op(f"arith.cmpi ult, {s}, {width} : {e}", "i1")
+
+    def left_shift(self, a: str, s: str) -> str:
+        """numpy's npy_lshift: a << s wrapping, 0 for a count >= the width or negative (LLVM's shl
+        gives poison there; the select keeps it out of the result)."""
+        e, ok = self._shift_count("left_shift", a, s)
+        shifted = self._op(f"arith.shli {a}, {s} : {e}", e)
+        return self._op(f"arith.select {ok}, {shifted}, {self.constant(0, e)} : {e}", e)
+
+    def right_shift(self, a: str, s: str) -> str:
+        """numpy's npy_rshift: arithmetic a >> s; a count >= the width or negative gives 0, or -1
+        for a negative a, which is a >> (width - 1): the count is clamped there (unsigned min)."""
+        e, _ = self._shift_count("right_shift", a, s)
+        top = self.constant(INT_WIDTH[e] - 1, e)
+        count = self._op(f"arith.minui {s}, {top} : {e}", e)
+        return self._op(f"arith.shrsi {a}, {count} : {e}", e)
+
     def _int_pow(self, a: str, n: str, max_exponent: int | None) -> str:
         """a ** n modulo 2^width for 0 <= n <= max_exponent: square-and-multiply over the bits of
         n, branch-free (so the loop around it vectorizes). n >= 0 is the caller's contract
@@ -309,8 +378,25 @@ class TextScalarBuilder:
             op = "uitofp" if src == "i1" else "sitofp"
             return self._op(f"arith.{op} {x} : {src} to {to}", to)
         if is_float(src):
-            return self._op(f"arith.fptosi {x} : {src} to {to}", to)
+            return self._float_to_int(x, src, to)
         if INT_WIDTH[to] > INT_WIDTH[src]:
             op = "extui" if src == "i1" else "extsi"
             return self._op(f"arith.{op} {x} : {src} to {to}", to)
         return self._op(f"arith.trunci {x} : {src} to {to}", to)
+
+
+    def _float_to_int(self, x: str, src: str, to: str) -> str:
+        """numpy's x86-64 astype: truncation toward zero; NaN, inf and values outside the integer
+        range give INT_MIN (cvttss2si/cvttsd2si's "integer indefinite"). LLVM's fptosi is poison
+        there, so the range is checked (ordered compares: NaN fails) and INT_MIN selected.
+        The bounds -2^(w-1) and 2^(w-1) are powers of two, exact in every float type."""
+        width = INT_WIDTH[to]
+        bound = float(2 ** (width - 1))
+        if bound > float(np.finfo(ELEMENTS[src].numpy).max):  # f16 -> i32: only +-inf and NaN are outside
+            ok = self._op(f"arith.cmpf olt, {self.abs(x)}, {self.constant(math.inf, src)} : {src}", "i1")
+        else:
+            above = self._op(f"arith.cmpf oge, {x}, {self.constant(-bound, src)} : {src}", "i1")
+            below = self._op(f"arith.cmpf olt, {x}, {self.constant(bound, src)} : {src}", "i1")
+            ok = self._op(f"arith.andi {above}, {below} : i1", "i1")
+        t = self._op(f"arith.fptosi {x} : {src} to {to}", to)
+        return self._op(f"arith.select {ok}, {t}, {self.constant(-(2 ** (width - 1)), to)} : {to}", to)
