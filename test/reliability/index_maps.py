@@ -1,4 +1,5 @@
-"""Index-map ops for the differential corpus: slice, gather, take_along, concat, ...
+"""Index-map ops for the differential corpus: slice, gather, take_along, concat, ... (and scatter,
+which moves elements by indices too, but writes: WRITE_KINDS).
 
 The generators are keyed by op KIND and offered only for the KINDs the op registry holds with the
 `INDEX_MAP` fact (`available_kinds`), so an index-map op joins the corpus the moment it is
@@ -11,7 +12,9 @@ Every generator maps a value of a 2-D shape to a value of the same shape, so the
 - gather: `np.take(cur, idx, axis)` with idx of the axis's length, negatives included, as a
   dense constant or as an i32 / i64 argument (its values drawn in range by `index_values`);
 - take_along: `np.take_along_axis(cur, idx, axis)` with idx full or broadcast along the other dim;
-- concat: two pieces of `cur` cut at `k` along an axis, joined in either order (a roll).
+- concat: two pieces of `cur` cut at `k` along an axis, joined in either order (a roll);
+- scatter: `.at` along an axis (set / add / min / max, mul on integers) of K updates per line,
+  indices constant or traced (in range, repeats included), updates a scalar or an argument.
 Values and error bounds are numpy's same selection of the operand's values and bounds (an index
 map moves elements; it adds no rounding).
 """
@@ -34,9 +37,17 @@ def registered_index_map_kinds() -> tuple[str, ...]:
                          and not is_user_op(cls)}))
 
 
+#: ops that are not index maps but move elements by indices too (they write): generated when registered
+WRITE_KINDS = ("scatter",)
+
+
 def available_kinds() -> tuple[str, ...]:
-    """The registered index-map KINDs this module can generate."""
-    return tuple(k for k in registered_index_map_kinds() if k in GENERATORS)
+    """The registered index-map KINDs this module can generate, then the registered WRITE_KINDS."""
+    from fusebind.dialect.registry import registered_ops
+
+    kinds = {cls.KIND for cls in registered_ops()}
+    return tuple(k for k in registered_index_map_kinds() if k in GENERATORS) + \
+        tuple(k for k in WRITE_KINDS if k in kinds)
 
 
 @dataclass
@@ -79,6 +90,16 @@ def plan(c: Any, kind: str, shape: tuple[int, int], elem: str) -> Plan:
             p.choice["bcast"] = c.int(0, 2) == 0  # idx has 1 along the other dim
         if p.choice["traced"]:
             p.extra.append((p.choice["ielem"], index_shape(p, shape), n))
+    elif kind == "scatter":  # np.put_along_axis / ufunc.at along `axis`: K updates per line
+        axis = c.int(0, 1)
+        modes = ("set", "add", "min", "max") + (("mul",) if elem.startswith("i") else ())
+        p.choice.update(axis=axis, traced=c.int(0, 1) == 1, ielem=c.pick(INDEX_ELEMS), mul=c.pick((1, 3)),
+                        off=c.int(0, max(0, shape[axis] - 1)), neg=c.int(0, 1), k=c.pick((1, 3, 5)),
+                        bcast=c.int(0, 2) == 0, mode=c.pick(modes), scalar=c.int(0, 2) == 0)
+        if p.choice["traced"]:
+            p.extra.append((p.choice["ielem"], index_shape(p, shape), shape[axis]))
+        if not p.choice["scalar"]:
+            p.extra.append((elem, update_shape(p, shape), None))
     elif kind == "concat":
         axes = [a for a in (0, 1) if shape[a] >= 2]
         p.choice["axis"] = c.pick(tuple(axes)) if axes else None
@@ -87,8 +108,15 @@ def plan(c: Any, kind: str, shape: tuple[int, int], elem: str) -> Plan:
     return p
 
 
+def update_shape(p: Plan, shape: tuple[int, int]) -> tuple[int, ...]:
+    """A scatter's updates: x's shape with the axis dim replaced by K."""
+    return tuple(p.choice["k"] if d == p.choice["axis"] else shape[d] for d in range(2))
+
+
 def index_shape(p: Plan, shape: tuple[int, int]) -> tuple[int, ...]:
     axis = p.choice["axis"]
+    if p.kind == "scatter":
+        return tuple(1 if d != axis and p.choice["bcast"] else n for d, n in enumerate(update_shape(p, shape)))
     if p.kind == "gather":
         return (shape[axis],)
     if p.choice.get("bcast"):
@@ -128,6 +156,17 @@ def apply(p: Plan, g: Any, cur: int) -> int:
             starts = [0 if k > 0 else n - 1 for n, k in zip(shape, steps)]
             limits = [n if k > 0 else -1 for n, k in zip(shape, steps)]
         return g.add("slice", [src], elem, shape, starts=starts, limits=limits, strides=list(steps))
+    if p.kind == "scatter":
+        ishape = index_shape(p, shape)
+        if p.choice["traced"]:
+            idx = p.arg_positions[0]
+        else:
+            idx = g.add("const", [], p.choice["ielem"], ishape, value=constant_indices(p, shape).tolist())
+        if p.choice["scalar"]:
+            v = g.add("const", [], elem, (), value=(-3 if elem.startswith("i") else 0.75))
+        else:
+            v = p.arg_positions[-1]
+        return g.add("scatter", [cur, idx, v], elem, shape, axis=p.choice["axis"], mode=p.choice["mode"])
     if p.kind in ("gather", "take_along"):
         ishape = index_shape(p, shape)
         if p.choice["traced"]:
@@ -154,7 +193,7 @@ def apply(p: Plan, g: Any, cur: int) -> int:
 
 
 #: the KINDs `plan` / `apply` / `mlir_line` / `evaluate` know
-GENERATORS = frozenset({"slice", "gather", "take_along", "concat"})
+GENERATORS = frozenset({"slice", "gather", "take_along", "concat", "scatter"})
 
 
 # --------------------------------------------------------------------------- text and numpy
@@ -164,6 +203,9 @@ def mlir_line(kind: str, res: str, ins: list[str], its: list[str], rt: str, attr
     if kind == "slice":
         props = ", ".join(f"{k} = {list(attrs[k])}" for k in ("starts", "limits", "strides"))
         return f"  {res} = prim.slice {ins[0]} {{{props}}} : {its[0]} -> {rt}"
+    if kind == "scatter":
+        return (f"  {res} = prim.scatter {', '.join(ins)} {{mode = \"{attrs['mode']}\", axis = {attrs['axis']}}} : "
+                f"({', '.join(its)}) -> {rt}")
     if kind in ("gather", "take_along", "concat"):
         types = its[0] if len(its) == 1 else f"({', '.join(its)})"
         return f"  {res} = prim.{kind} {', '.join(ins)} {{axis = {attrs['axis']}}} : {types} -> {rt}"
@@ -193,7 +235,48 @@ def evaluate(kind: str, attrs: dict[str, Any], xs: list[np.ndarray]) -> np.ndarr
         return np.take_along_axis(bx, bi, axis=attrs["axis"])
     if kind == "concat":
         return np.concatenate(xs, axis=attrs["axis"])
+    if kind == "scatter":
+        return scatter(attrs, *xs)[0]
     return None
+
+
+_UFUNCS = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}
+
+
+def scatter(attrs: dict[str, Any], x: np.ndarray, idx: np.ndarray, v: np.ndarray,
+            ex: np.ndarray | None = None, ev: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """numpy's `.at` along `axis` (the updates' positions as np.put_along_axis's), and with
+    (ex, ev) the propagated bound: exact modes carry the bounds of what they keep; add sums
+    them plus one rounding of the running sum per update."""
+    axis, mode = attrs["axis"], attrs["mode"]
+    n = x.shape[axis]
+    shape = tuple(idx.shape[d] if d == axis else x.shape[d] for d in range(x.ndim))
+    idx = np.broadcast_to(np.where(idx < 0, idx + n, idx).astype(np.int64), shape)
+    pos = tuple(idx if d == axis else np.broadcast_to(np.arange(shape[d]).reshape([-1 if e == d else 1 for e in
+                                                                                   range(x.ndim)]), shape)
+                for d in range(x.ndim))
+    vb = np.broadcast_to(v, shape)
+    y = x.copy()
+    if mode == "set":
+        y[pos] = vb
+    else:
+        _UFUNCS[mode].at(y, pos, vb.astype(np.result_type(x, v)))
+    if ex is None:
+        return y, None
+    e = np.array(np.broadcast_to(ex, x.shape), np.float64)
+    evb = np.broadcast_to(ev, shape).astype(np.float64)
+    if mode == "set":
+        e[pos] = evb
+    elif mode == "add":
+        u = float(np.finfo(x.dtype).eps) if x.dtype.kind == "f" else 0.0
+        np.add.at(e, pos, evb)
+        count, mass = np.zeros(x.shape), np.abs(x.astype(np.float64))
+        np.add.at(count, pos, 1.0)
+        np.add.at(mass, pos, np.abs(vb.astype(np.float64)))
+        e = e + u * count * mass
+    else:  # mul (integers only: exact), min, max: the kept value's bound, at most the larger one
+        np.maximum.at(e, pos, evb)
+    return y, e
 
 
 def propagate(kind: str, attrs: dict[str, Any], xs: list[np.ndarray],
@@ -205,6 +288,8 @@ def propagate(kind: str, attrs: dict[str, Any], xs: list[np.ndarray],
         return None
     if kind in ("gather", "take_along"):
         return v, evaluate(kind, attrs, [np.broadcast_to(es[0], xs[0].shape), xs[1]])
+    if kind == "scatter":
+        return scatter(attrs, xs[0], np.asarray(xs[1]), xs[2], es[0], es[2])
     return v, evaluate(kind, attrs, [np.broadcast_to(e, x.shape) for e, x in zip(es, xs)])
 
 
@@ -217,7 +302,8 @@ FUZZ_TOKENS = ["{starts = [0], limits = [-1], strides = [-1]}", "{starts = [1, 0
 
 
 def fuzz_tokens() -> list[str]:
-    return [f"prim.{k}" for k in registered_index_map_kinds()] + FUZZ_TOKENS
+    return [f"prim.{k}" for k in registered_index_map_kinds() + WRITE_KINDS] + FUZZ_TOKENS + \
+        ['{mode = "add", axis = 0}', '{mode = "set", axis = -1}', '{mode = "nope", axis = 0}']
 
 
 def shape_preserving_line(kind: str, res: str, value: str, dims: list[int], elem: str) -> list[str] | None:
@@ -236,6 +322,10 @@ def shape_preserving_line(kind: str, res: str, value: str, dims: list[int], elem
     if kind == "gather" and dims[0] > 0:  # a reversing permutation, written from the end
         return [f"{res}_i = prim.constant dense<{[-1 - j for j in range(dims[0])]}> : {itype}",
                 f"{res} = prim.gather {value}, {res}_i {{axis = 0}} : ({ty}, {itype}) -> {ty}"]
+    if kind == "scatter":  # np.add.at(x, <row 0 of every column>, x) along axis 0
+        full = "tensor<" + "".join(f"{d}x" for d in dims) + "i64>"
+        return [f"{res}_i = prim.constant dense<0> : {full}",
+                f'{res} = prim.scatter {value}, {res}_i, {value} {{mode = "add", axis = 0}} : ({ty}, {full}, {ty}) -> {ty}']
     if kind == "take_along" and all(dims):
         full = "tensor<" + "".join(f"{d}x" for d in dims) + "i64>"
         return [f"{res}_i = prim.constant dense<-1> : {full}",
