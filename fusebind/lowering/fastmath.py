@@ -42,12 +42,14 @@ offline by the documented procedures and listed literally):
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from math import factorial
 
 from fusebind.dialect.errors import FusebindError
+from fusebind.lowering import fastmath_trig as _trig
 from fusebind.lowering.fastmath_text import LN2, TWO_OVER_SQRT_PI, Body, Format, split_ln2
 
 __all__ = [
@@ -97,8 +99,10 @@ def definitions(needed: Iterable[tuple[str, str]], *, ldexp: bool = False) -> st
     """
     wanted = sorted(set(needed))
     for fn, elem in wanted:
-        _check(fn, elem)
-    return "".join(_define(fn, elem, ldexp) for fn, elem in wanted)
+        if fn not in _trig.TRIG_FUNCTIONS or elem not in ELEMENT_TYPES:
+            _check(fn, elem)
+    return "".join(_trig.define(fn, elem, f"__fb_{fn}_{elem}", sys.modules[__name__]) if fn in _trig.TRIG_FUNCTIONS
+                   else _define(fn, elem, ldexp) for fn, elem in wanted)
 
 
 def _check(fn: str, elem: str) -> None:
@@ -392,3 +396,10 @@ def _define(fn: str, elem: str, ldexp: bool = False) -> str:
         f'attributes {{llvm.linkage = #llvm.linkage<internal>, passthrough = ["alwaysinline"]}} {{\n'
         f"{body}\n    func.return {result} : {elem}\n}}\n"
     )
+
+
+# numpy's other transcendentals (sin ... hypot, issue 14) are fastmath_trig's; it builds on the
+# f64 helpers above, which `definitions` hands it (this module). Their names are not in FASTMATH_FUNCTIONS (the
+# table of the functions `prim` ops reach through the ScalarBuilder's own methods): the math
+# ops (dialect/prim_math.py) call them by their `__fb_<fn>_<elem>` symbol, and `definitions`
+# serves both tables.
