@@ -1,6 +1,7 @@
-"""The op x dtype x layout x arm matrix of issue 13's layout functions (and gathers, joins and
-creation functions): numpy's value, dtype and shape through the interpreter, arm 0 and the fused
-arm, behind a broadcasting consumer, on contiguous and non-contiguous arguments.
+"""The op x dtype x layout x arm matrix of issue 13's layout functions (and gathers, functional
+updates, joins and creation functions): numpy's value, dtype and shape through the interpreter,
+arm 0 and the fused arm, behind a broadcasting consumer, on contiguous and non-contiguous
+arguments. The reference is numpy's own code (an fb.* call has its numpy form beside it).
 
 Compile count dominates, so kernels are shared: every op reads one argument shape (4, 6), the ops
 of one dtype are traced into one function (one result per op, each behind the consumer
@@ -29,8 +30,9 @@ NUMERIC = DTYPES[:4]
 
 Op = Callable[[Any], Any]
 
-#: name -> (function of x of SHAPE, the dtypes it accepts)
-OPS: dict[str, tuple[Op, tuple[Any, ...]]] = {
+#: name -> (function of x of SHAPE, the dtypes it accepts[, numpy's own form when the function
+#: calls fb.*: the reference must not be fusebind's eager code])
+OPS: dict[str, tuple[Any, ...]] = {
     # basic indexing and splits
     "x[1:, ::-2]": (lambda x: x[1:, ::-2], DTYPES),
     "x[:, 0]": (lambda x: x[:, 0], DTYPES),
@@ -84,6 +86,13 @@ OPS: dict[str, tuple[Op, tuple[Any, ...]]] = {
     "x.take flat": (lambda x: x.take([5, -1, 0, 23]), DTYPES),
     "take_along_axis": (lambda x: np.take_along_axis(x, np.array([[0], [1], [-1], [2]]), axis=1), DTYPES),
     "choose": (lambda x: np.choose(np.array([[0, 1, 0, 1, 1, 0]] * 4), [x, x[::-1]]), DTYPES),
+    # functional updates (scatter)
+    "fb.at set": (lambda x: fb.at(x)[1:3, ::-2].set(x[0, :3]), DTYPES, lambda x: _at(x, None, (slice(1, 3), slice(None, None, -2)), x[0, :3])),
+    "fb.at add repeats": (lambda x: fb.at(x)[[0, -1, 0]].add(x[1]), NUMERIC, lambda x: _at(x, np.add, [0, -1, 0], x[1])),
+    "fb.at max": (lambda x: fb.at(x)[:, [2, 2, -1]].max(x[:, :3]), DTYPES,
+                  lambda x: _at(x, np.maximum, (slice(None), [2, 2, -1]), x[:, :3])),
+    "fb.put_along_axis": (lambda x: fb.put_along_axis(x, np.array([[1], [0], [-1], [5]]), x[:, :1], axis=1), DTYPES,
+                          lambda x: _put_along(x, np.array([[1], [0], [-1], [5]]), x[:, :1], 1)),
     # joins
     "concatenate": (lambda x: np.concatenate([x, x[:, :2]], axis=1), DTYPES),
     "concatenate axis None": (lambda x: np.concatenate([x, x[0]], axis=None), DTYPES),
@@ -97,22 +106,40 @@ OPS: dict[str, tuple[Op, tuple[Any, ...]]] = {
     "zeros_like": (lambda x: np.zeros_like(x) + x, DTYPES),
     "ones_like": (lambda x: np.ones_like(x) * x, DTYPES),
     "full_like": (lambda x: np.full_like(x, 3) - x, NUMERIC),
-    "fb.zeros_like": (lambda x: fb.zeros_like(x) + x, DTYPES),
-    "fb.arange": (lambda x: x + fb.arange(6, dtype=x.dtype), NUMERIC),
+    "fb.zeros_like": (lambda x: fb.zeros_like(x) + x, DTYPES, lambda x: np.zeros_like(x) + x),
+    "fb.arange": (lambda x: x + fb.arange(6, dtype=x.dtype), NUMERIC, lambda x: x + np.arange(6, dtype=x.dtype)),
     "np.arange": (lambda x: x * np.arange(6, dtype=x.dtype), NUMERIC),
-    "fb.linspace": (lambda x: x * fb.linspace(0, 1, 6, dtype=x.dtype), (np.float32, np.float64)),
-    "fb.eye": (lambda x: x * fb.eye(4, 6, k=1, dtype=x.dtype), DTYPES),
-    "fb.identity": (lambda x: x[:, :4] * fb.identity(4, dtype=x.dtype), DTYPES),
-    "fb.full": (lambda x: x - fb.full((4, 6), 2, dtype=x.dtype), NUMERIC),
-    "fb.ones": (lambda x: x * fb.ones((1, 6), dtype=x.dtype), DTYPES),
-    "fb.zeros": (lambda x: x + fb.zeros(6, dtype=x.dtype), DTYPES),
+    "fb.linspace": (lambda x: x * fb.linspace(0, 1, 6, dtype=x.dtype), (np.float32, np.float64),
+                    lambda x: x * np.linspace(0, 1, 6, dtype=x.dtype)),
+    "fb.eye": (lambda x: x * fb.eye(4, 6, k=1, dtype=x.dtype), DTYPES, lambda x: x * np.eye(4, 6, k=1, dtype=x.dtype)),
+    "fb.identity": (lambda x: x[:, :4] * fb.identity(4, dtype=x.dtype), DTYPES,
+                    lambda x: x[:, :4] * np.identity(4, dtype=x.dtype)),
+    "fb.full": (lambda x: x - fb.full((4, 6), 2, dtype=x.dtype), NUMERIC, lambda x: x - np.full((4, 6), 2, dtype=x.dtype)),
+    "fb.ones": (lambda x: x * fb.ones((1, 6), dtype=x.dtype), DTYPES, lambda x: x * np.ones((1, 6), dtype=x.dtype)),
+    "fb.zeros": (lambda x: x + fb.zeros(6, dtype=x.dtype), DTYPES, lambda x: x + np.zeros(6, dtype=x.dtype)),
 }
+
+
+def _at(x: np.ndarray, ufunc: Any, key: Any, v: np.ndarray) -> np.ndarray:
+    """numpy's own `x[key] = v` (ufunc None) or `ufunc.at(x, key, v)` on a copy."""
+    y = x.copy()
+    if ufunc is None:
+        y[key] = v
+    else:
+        ufunc.at(y, key, v)
+    return y
+
+
+def _put_along(x: np.ndarray, idx: np.ndarray, v: np.ndarray, axis: int) -> np.ndarray:
+    y = x.copy()
+    np.put_along_axis(y, idx, v, axis)
+    return y
 
 
 def deal() -> dict[Any, list[str]]:
     """Which ops each dtype runs: every accepted dtype under LONG, else round robin."""
     groups: dict[Any, list[str]] = {d: [] for d in DTYPES}
-    for i, (name, (_, accepts)) in enumerate(OPS.items()):
+    for i, (name, (_, accepts, *_)) in enumerate(OPS.items()):
         for d in accepts if LONG else (accepts[i % len(accepts)],):
             groups[d].append(name)
     return groups
@@ -140,9 +167,10 @@ LAYOUTS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-def consumer(ops: list[str]) -> Callable[..., tuple[Any, ...]]:
-    """`(x, s) -> tuple(op(x) * s + op(x) for op in ops)`: each result broadcast against s (1,)."""
-    fns = [OPS[name][0] for name in ops]
+def consumer(ops: list[str], numpy: bool = False) -> Callable[..., tuple[Any, ...]]:
+    """`(x, s) -> tuple(op(x) * s + op(x) for op in ops)`: each result broadcast against s (1,).
+    `numpy`: with each op's numpy form (the reference)."""
+    fns = [(OPS[name][2] if numpy and len(OPS[name]) > 2 else OPS[name][0]) for name in ops]
 
     def f(x: Any, s: Any) -> tuple[Any, ...]:
         return tuple(r * s + r for r in (fn(x) for fn in fns))
@@ -185,7 +213,7 @@ def test_layout_ops_match_numpy_on_every_arm_and_layout(dtype: Any, object_cache
     for layout, make in LAYOUTS.items():
         x = make(x0)
         assert np.array_equal(x, x0) and (layout == "C-contiguous") == x.flags.c_contiguous, layout
-        want = fn(x, s)
+        want = consumer(names, numpy=True)(x, s)
         for arm, got in arms.run(x, s).items():
             assert len(got) == len(want), (arm, len(got), len(want))
             for name, g, w in zip(names, got, want):
