@@ -108,6 +108,8 @@ class TextScalarBuilder:
     # -- ScalarBuilder protocol ----------------------------------------
     def constant(self, value: float | int | bool, elem: str) -> str:
         lit = float_literal(float(value), elem) if is_float(elem) else int_literal(value, elem)
+        if elem == "i1":  # `true` / `false` are typed already: `arith.constant true : i1` does not parse
+            return self._op(f"arith.constant {lit}", elem, "c")
         return self._op(f"arith.constant {lit} : {elem}", elem, "c")
 
     def add(self, a: str, b: str) -> str:

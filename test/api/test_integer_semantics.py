@@ -173,6 +173,8 @@ BOOL_CASES: dict[str, Callable[..., Any]] = {
     "logical_or": lambda p, q, i: np.logical_or(p, i),
     "logical_xor": lambda p, q, i: np.logical_xor(p, q),
     "logical_not": lambda p, q, i: np.logical_not(i),
+    "(~p).all()": lambda p, q, i: (~p).all(),  # ~ on the bool read of a reduction (an i1 constant)
+    "np.invert(q).any()": lambda p, q, i: np.invert(q).any(),
 }
 
 
