@@ -444,7 +444,12 @@ class SelectOp(ElementwiseOp):
 
 @irdl_op_definition
 class CastOp(ElementwiseOp):
-    """Element type conversion with numpy `astype` semantics (see scalar.py)."""
+    """Element type conversion with numpy `astype` semantics (see scalar.py).
+
+    float -> int truncates toward zero; NaN, +-inf and values outside the integer range give
+    numpy's x86-64 answer, INT_MIN (cvttss2si / cvttsd2si), which the reference (numpy itself)
+    gives and the lowering guards for (LLVM's fptosi is poison there). int -> int wraps,
+    anything -> bool is x != 0 (NaN is True), bool -> number is 0 / 1."""
 
     name = "prim.cast"
     KIND: ClassVar[str] = "cast"
