@@ -386,16 +386,17 @@ class TextScalarBuilder:
             return self._op(f"arith.{op} {x} : {src} to {to}", to)
         return self._op(f"arith.trunci {x} : {src} to {to}", to)
 
-
     def _float_to_int(self, x: str, src: str, to: str) -> str:
         """numpy's x86-64 astype: truncation toward zero; NaN, inf and values outside the integer
         range give INT_MIN (cvttss2si/cvttsd2si's "integer indefinite"). LLVM's fptosi is poison
         there, so the range is checked (ordered compares: NaN fails) and INT_MIN selected.
-        The bounds -2^(w-1) and 2^(w-1) are powers of two, exact in every float type."""
+        The bounds -2^(w-1) and 2^(w-1) are powers of two, exact in a float type that reaches
+        them; one that does not (f16 -> i32) is out of range only at +-inf and NaN."""
         width = INT_WIDTH[to]
         bound = float(2 ** (width - 1))
-        if bound > float(np.finfo(ELEMENTS[src].numpy).max):  # f16 -> i32: only +-inf and NaN are outside
-            ok = self._op(f"arith.cmpf olt, {self.abs(x)}, {self.constant(math.inf, src)} : {src}", "i1")
+        finite_max = float(np.finfo(ELEMENTS[src].numpy).max)
+        if bound > finite_max:
+            ok = self._op(f"arith.cmpf ole, {self.abs(x)}, {self.constant(finite_max, src)} : {src}", "i1")
         else:
             above = self._op(f"arith.cmpf oge, {x}, {self.constant(-bound, src)} : {src}", "i1")
             below = self._op(f"arith.cmpf olt, {x}, {self.constant(bound, src)} : {src}", "i1")
