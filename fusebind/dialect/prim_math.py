@@ -1,7 +1,7 @@
 """`prim` math ops: numpy's other transcendentals (issue 14), one op class each.
 
 Unary: sin cos tan arcsin arccos arctan sinh cosh arcsinh arccosh arctanh exp2 expm1 log2
-log10 log1p; binary: arctan2 hypot. Each is the numpy ufunc of the same name on traced
+log10 log1p cbrt; binary: arctan2 hypot. Each is the numpy ufunc of the same name on traced
 arrays (`NUMPY_UFUNC`), `fb.<name>` (`API_NAME`), with numpy's float table (f32 -> f32,
 f64 -> f64, integers -> float64: the float-unary machinery of api/ops.py and numpy's own
 resolver in api/numpy_ufuncs.py). Float only: f32, f64.
@@ -226,6 +226,15 @@ class Log1pOp(MathUnaryOp):
 
 
 @irdl_op_definition
+class CbrtOp(MathUnaryOp):
+    name = "prim.cbrt"
+    KIND: ClassVar[str] = "cbrt"
+    API_NAME: ClassVar[str | None] = "cbrt"
+    NUMPY_UFUNC: ClassVar[str | None] = "cbrt"
+    FLOPS_PER_ELEMENT: ClassVar[float] = 30.0
+
+
+@irdl_op_definition
 class Arctan2Op(MathBinaryOp):
     """np.arctan2(y, x): the angle of (x, y), numpy's signed zeros and infinities."""
 
@@ -250,5 +259,5 @@ class HypotOp(MathBinaryOp):
 
 MATH_OPS: tuple[type[MathUnaryOp | MathBinaryOp], ...] = (
     SinOp, CosOp, TanOp, ArcsinOp, ArccosOp, ArctanOp, SinhOp, CoshOp, ArcsinhOp, ArccoshOp, ArctanhOp,
-    Exp2Op, Expm1Op, Log2Op, Log10Op, Log1pOp, Arctan2Op, HypotOp,
+    Exp2Op, Expm1Op, Log2Op, Log10Op, Log1pOp, CbrtOp, Arctan2Op, HypotOp,
 )

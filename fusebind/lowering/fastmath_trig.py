@@ -1,5 +1,5 @@
 """Vectorizable fast math for numpy's other transcendentals (issue 14): sin cos tan
-arcsin arccos arctan arctan2 sinh cosh arcsinh arccosh arctanh exp2 log2 log10 log1p hypot.
+arcsin arccos arctan arctan2 sinh cosh arcsinh arccosh arctanh exp2 log2 log10 log1p cbrt hypot.
 
 Owns: one `TrigApproximation` record per function (its f64 body over `fastmath_text.Body`,
 its arity, its measured ULP bound per element type: test/lowering/test_fastmath_trig.py,
@@ -28,6 +28,7 @@ Design (why it is written this way):
 * log1p(x): u = 1 + x, log(u) + (x - (u - 1)) / u (the rounding of u, corrected).
 * sinh / cosh from expm1 / exp of |x| (no cancellation); beyond |x| > 20, exp(|x|/2)**2/2
   so the result does not overflow before numpy's does.
+* cbrt: exp(log|x| / 3), then one Newton step; sign restored.
 * arcsinh / arccosh / arctanh via log1p; hypot = hi * sqrt(1 + (lo/hi)**2) with numpy's
   inf-beats-NaN rule.
 """
@@ -379,6 +380,17 @@ def _body_hypot(b: Body, x: str, y: str) -> str:
     return b.select(_or(b, _is_inf(b, x), _is_inf(b, y)), b.f(float("inf")), v)  # numpy: inf beats NaN
 
 
+def _body_cbrt(b: Body, x: str) -> str:
+    a = b.abs(x)
+    # exp(log(a)/3) is within ~2**-45 (log's rounding times |log a| <= 745); one Newton step
+    # y + (a/y**2 - y)/3 squares that error away, leaving the step's own roundings.
+    y = b.shared._exp_value(b, b.mul(_log_value(b, a), b.f(_r(Fraction(1, 3)))))
+    y = b.add(y, b.mul(b.sub(b.div(a, b.mul(y, y)), y), b.f(_r(Fraction(1, 3)))))
+    y = b.copysign(y, x)
+    y = b.select(_or(b, b.cmp("oeq", a, b.f(0.0)), _is_inf(b, x)), x, y)  # ±0, ±inf are their own root
+    return b.nan_passthrough(x, y)
+
+
 TRIG_APPROXIMATIONS: dict[str, TrigApproximation] = {a.name: a for a in (
     TrigApproximation("sin", _body_sin, {"f32": 1.0, "f64": 1.0}),
     TrigApproximation("cos", _body_cos, {"f32": 1.0, "f64": 1.0}),
@@ -396,6 +408,7 @@ TRIG_APPROXIMATIONS: dict[str, TrigApproximation] = {a.name: a for a in (
     TrigApproximation("log2", _body_log2, {"f32": 1.0, "f64": 1.0}),
     TrigApproximation("log10", _body_log10, {"f32": 1.0, "f64": 1.0}),
     TrigApproximation("log1p", _body_log1p, {"f32": 1.0, "f64": 1.5}),
+    TrigApproximation("cbrt", _body_cbrt, {"f32": 1.0, "f64": 1.0}),
     TrigApproximation("hypot", _body_hypot, {"f32": 1.0, "f64": 2.0}, arity=2),
 )}
 # f64 sin/cos/tan: libm (see the module docstring); f32 uses the Payne-Hanek bodies above
