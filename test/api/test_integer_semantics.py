@@ -222,3 +222,22 @@ def test_bitwise_of_floats_is_numpy_s_type_error(fn: Callable[..., Any]) -> None
         fb.jit(fn)(x)
     assert isinstance(info.value, TypeError) and "not supported for the input types" in str(info.value)
     assert "not supported for the input types" in str(want.value)
+
+
+def _xorshift_bits(x: Any) -> Any:
+    """Marsaglia's xorshift64 step, then byte fields and their row sums: shifts, xor, masks and
+    a reduction over them in one program (a hash or RNG kernel written in numpy)."""
+    x = x ^ (x << 13)
+    x = x ^ (x >> 7)  # arithmetic on int64, as numpy's
+    x = x ^ (x << 17)
+    low, high = x & 0xFF, (x >> 56) & 0xFF
+    return x, (low | (high << 8)).sum(axis=1), ((x >> 63) & 1).astype(np.bool_)
+
+
+def test_an_xorshift_hash_with_byte_fields_and_a_row_sum_runs_fused(object_cache: Any) -> None:
+    rng = np.random.default_rng(7)
+    x = rng.integers(np.iinfo(np.int64).min, np.iinfo(np.int64).max, (8, 64), dtype=np.int64, endpoint=True)
+    f = fb.jit(_xorshift_bits, cache=object_cache)
+    for got, want, name in zip(f(x), _xorshift_bits(x), ("state", "field sums", "sign bits")):
+        exactly(got, want, name)
+    assert f.stats.arm0_calls == 0 and f.stats.fused_calls >= 1, f.explain(x)
