@@ -119,6 +119,11 @@ def getitem(x: Tracer, key: Any) -> Tracer:
             spec.append(k)
     spec += [slice(None)] * (x.ndim - sum(1 for k in spec if k is not None))
     adv = [i for i, k in enumerate(spec) if _is_array(k)]
+    x_axes, ax = [], 0  # the axis of x each advanced item indexes (numpy's error messages name it)
+    for k in spec:
+        if _is_array(k):
+            x_axes.append(ax)
+        ax += k is not None
     adjacent = adv == list(range(adv[0], adv[-1] + 1))
     # the basic part: advanced items keep their axis whole
     y = numpy_shapes.getitem(x, tuple(slice(None) if _is_array(k) else k for k in spec))
@@ -139,10 +144,13 @@ def getitem(x: Tracer, key: Any) -> Tracer:
     else:
         nb = len(batch)
         first_idx = arrays[0] if tuple(arrays[0].shape) == batch else np.broadcast_to(arrays[0], batch)
-        r = K.gather(yt, 0, first_idx, "indexing")  # batch + sizes[1:] + rest
-        for a in arrays[1:]:
+        r = K.gather(yt, 0, first_idx, "indexing", shown_axis=x_axes[0])  # batch + sizes[1:] + rest
+        for a, shown in zip(arrays[1:], x_axes[1:]):
             idx = np.reshape(np.broadcast_to(a, batch), batch + (1,) * (r.ndim - nb))
-            r = np.take_along_axis(r, idx, axis=nb)
+            if isinstance(idx, Tracer):
+                r = K.take_along(r, nb, idx, "indexing", shown_axis=shown)
+            else:
+                r = np.take_along_axis(r, idx, axis=nb)
             r = np.reshape(r, r.shape[:nb] + r.shape[nb + 1:])
     if adjacent and first:
         r = np.moveaxis(r, list(range(len(batch))), list(range(first, first + len(batch))))

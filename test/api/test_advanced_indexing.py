@@ -81,3 +81,33 @@ def test_a_traced_mask_is_refused_pointing_to_where_and_at() -> None:
 def test_a_traced_float_index_is_refused_by_name() -> None:
     with pytest.raises(fb.UnsupportedOperation, match="must be of integer .* traced float32 array"):
         fb.jit(lambda x, i: x[i])(X, np.array([0.0], np.float32))
+
+
+I = np.array([2, 0, -1, 4], np.int64)
+J = np.array([5, 0, -6, 1], np.int32)
+
+
+def test_traced_index_arrays_match_numpy(object_cache) -> None:
+    f = fb.jit(lambda x, i, j: (x[i], x[..., j[:2]], x[i, :, j], x[i[:, None], 1:3, j[None, :]] * 2.0,
+                                x[1, :, j // 2] + x[i, 0, j]), cache=object_cache)
+    got = f(X, I, J)
+    want = (X[I], X[..., J[:2]], X[I, :, J], X[I[:, None], 1:3, J[None, :]] * np.float32(2.0),
+            X[1, :, J // 2] + X[I, 0, J])
+    for k, (g, w) in enumerate(zip(got, want)):
+        _same(g, w, f"result {k}")
+
+
+def test_a_traced_index_out_of_range_raises_index_out_of_bounds() -> None:
+    f = fb.jit(lambda x, i, j: x[i, :, j])
+    with pytest.raises(fb.IndexOutOfBounds, match="index 5 is out of bounds for axis 0 with size 5"):
+        f(X, np.array([5, 0]), np.array([0, 0]))
+    with pytest.raises(fb.IndexOutOfBounds, match="index -7 is out of bounds for axis 2 with size 6"):
+        f(X, np.array([1, 0]), np.array([0, -7]))
+    _same(f(X, I, J), X[I, :, J], "a good call after the errors")
+
+
+def test_computed_traced_indices_are_checked_in_the_kernel_with_numpys_axis() -> None:
+    f = fb.jit(lambda x, i, j: x[i % 5, 1:, j + 1])
+    _same(f(X, I, J // 2), X[I % 5, 1:, J // 2 + 1], "computed indices")
+    with pytest.raises(fb.IndexOutOfBounds, match="index 6 is out of bounds for axis 2 with size 6"):
+        f(X, I, J)
