@@ -8,7 +8,8 @@ resolver in api/numpy_ufuncs.py). Float only: f32, f64.
 
 Lowering: each calls the vectorizable fast-math function of its name (`__fb_<fn>_<elem>`,
 lowering/fastmath_trig.py; expm1 is lowering/fastmath.py's), whose measured ULP bound is in
-docs/FASTMATH.md. The reference, which the interpreter and arm 0 run, is numpy's ufunc.
+docs/FASTMATH.md; arm 0's static kernels and the fused kernels both call it. The reference,
+which the interpreter runs, is numpy's ufunc.
 
 Why `_fast_call` and not a `ScalarBuilder` method: the protocol (dialect/scalar.py) and the
 text builder (lowering/scalar_text.py) have no `sin` ... yet (other owners' files). Until they
@@ -34,6 +35,94 @@ _MLIR_MATH = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "
               "arccosh": "acosh", "arctanh": "atanh"}
 
 
+def _hypot_composed(b: ScalarBuilder, x: Any, y: Any) -> Any:
+    """hi * sqrt(1 + (lo/hi)**2) (no overflow), 0 for two zeros, inf if either is infinite (numpy)."""
+    e = b.elem(x)
+    zero, one, inf = b.constant(0.0, e), b.constant(1.0, e), b.constant(float("inf"), e)
+    ax, ay = b.abs(x), b.abs(y)
+    hi, lo = b.maximum(ax, ay), b.minimum(ax, ay)
+    r = b.div(lo, hi)
+    v = b.mul(hi, b.sqrt(b.add(one, b.mul(r, r))))
+    v = b.select(b.compare("eq", hi, zero), zero, v)
+    v = b.select(b.compare("eq", ax, inf), inf, v)
+    return b.select(b.compare("eq", ay, inf), inf, v)
+
+
+def _cbrt_composed(b: ScalarBuilder, x: Any) -> Any:
+    """pow(|x|, 1/3) (off by |log x| times the rounding of 1/3), one Newton step, x's sign;
+    ±0 and ±inf are their own root."""
+    e = b.elem(x)
+    a, third = b.abs(x), b.constant(1.0 / 3.0, e)
+    y = b.pow(a, third)
+    y = b.add(y, b.mul(b.sub(b.div(a, b.mul(y, y)), y), third))
+    y = b.select(b.compare("lt", x, b.constant(0.0, e)), b.neg(y), y)
+    y = b.select(b.compare("eq", a, b.constant(float("inf"), e)), x, y)
+    return b.select(b.compare("eq", x, b.constant(0.0, e)), x, y)
+
+
+def _log1p_composed(b: ScalarBuilder, x: Any) -> Any:
+    """Kahan's log(u) * x / (u - 1), u = 1 + x (upstream math.log1p is log(1 + x): 0 for tiny x)."""
+    e = b.elem(x)
+    one, inf = b.constant(1.0, e), b.constant(float("inf"), e)
+    u = b.add(one, x)
+    v = b.mul(b.log(u), b.div(x, b.sub(u, one)))
+    v = b.select(b.compare("eq", u, one), x, v)
+    return b.select(b.compare("eq", x, inf), inf, v)
+
+
+def _expm1_composed(b: ScalarBuilder, x: Any) -> Any:
+    """Kahan's (u - 1) * x / log(u), u = exp(x) (upstream math.expm1 is exp(x) - 1)."""
+    e = b.elem(x)
+    one = b.constant(1.0, e)
+    u = b.exp(x)
+    v = b.mul(b.sub(u, one), b.div(x, b.log(u)))  # x / log(u) ~ 1 first: (u - 1) * x can overflow
+    v = b.select(b.compare("eq", u, one), x, v)
+    m1 = b.constant(-1.0, e)
+    v = b.select(b.compare("eq", b.sub(u, one), m1), m1, v)  # u below eps/2 (denormal: log(u) inexact)
+    return b.select(b.compare("eq", u, b.constant(float("inf"), e)), u, v)
+
+
+def _signed(b: ScalarBuilder, x: Any, v: Any) -> Any:
+    """v with x's sign (v >= 0); x == ±0 gives x."""
+    zero = b.constant(0.0, b.elem(x))
+    v = b.select(b.compare("lt", x, zero), b.neg(v), v)
+    return b.select(b.compare("eq", x, zero), x, v)
+
+
+def _log_2a(b: ScalarBuilder, a: Any) -> Any:  # log(2a) for a > 2**28, where sqrt(a*a + 1) == a
+    return b.add(b.log(a), b.constant(0.6931471805599453, b.elem(a)))
+
+
+def _asinh_composed(b: ScalarBuilder, x: Any) -> Any:
+    e = b.elem(x)
+    one, a = b.constant(1.0, e), b.abs(x)
+    sq = b.mul(a, a)
+    v = _log1p_composed(b, b.add(a, b.div(sq, b.add(one, b.sqrt(b.add(one, sq))))))
+    return _signed(b, x, b.select(b.compare("gt", a, b.constant(2.0**28, e)), _log_2a(b, a), v))
+
+
+def _acosh_composed(b: ScalarBuilder, x: Any) -> Any:
+    e = b.elem(x)
+    t = b.sub(x, b.constant(1.0, e))
+    v = _log1p_composed(b, b.add(t, b.sqrt(b.add(b.add(t, t), b.mul(t, t)))))
+    v = b.select(b.compare("gt", x, b.constant(2.0**28, e)), _log_2a(b, x), v)
+    return b.select(b.compare("lt", x, b.constant(1.0, e)), b.constant(float("nan"), e), v)
+
+
+def _atanh_composed(b: ScalarBuilder, x: Any) -> Any:
+    e = b.elem(x)
+    a = b.abs(x)
+    v = _log1p_composed(b, b.div(b.add(a, a), b.sub(b.constant(1.0, e), a)))
+    return _signed(b, x, b.mul(v, b.constant(0.5, e)))
+
+
+# without fast math: the functions upstream `math` has no (accurate) lowering for, from the
+# builder's own words
+_COMPOSED = {"hypot": _hypot_composed, "cbrt": _cbrt_composed, "log1p": _log1p_composed,
+             "expm1": _expm1_composed, "arcsinh": _asinh_composed, "arccosh": _acosh_composed,
+             "arctanh": _atanh_composed}
+
+
 def _fast_call(b: ScalarBuilder, fn: str, *args: Any) -> Any:
     """`fn` (a numpy ufunc name) of the handles `args`, on whichever builder `b` is."""
     method = getattr(b, fn, None)
@@ -46,6 +135,8 @@ def _fast_call(b: ScalarBuilder, fn: str, *args: Any) -> Any:
     elem = b.elem(args[0])
     types = ", ".join([elem] * len(args))
     if getattr(b, "_fastmath", None) is None:  # text without fast math: upstream math ops
+        if fn in _COMPOSED:
+            return _COMPOSED[fn](b, *args)
         return b._op(f"math.{_MLIR_MATH.get(fn, fn)} {', '.join(args)} : {elem}", elem)  # type: ignore[attr-defined]
     b.called.add((fn, elem))  # type: ignore[attr-defined]
     return b._op(f"func.call @__fb_{fn}_{elem}({', '.join(args)}) : ({types}) -> {elem}", elem)  # type: ignore[attr-defined]
@@ -253,7 +344,6 @@ class HypotOp(MathBinaryOp):
     KIND: ClassVar[str] = "hypot"
     API_NAME: ClassVar[str | None] = "hypot"
     NUMPY_UFUNC: ClassVar[str | None] = "hypot"
-    traits = BinaryOp.traits
     FLOPS_PER_ELEMENT: ClassVar[float] = 8.0
 
 

@@ -149,3 +149,29 @@ def test_special_arguments_are_numpys() -> None:
     g = fb.jit(lambda a: (np.sin(a), np.cos(a), np.tan(a)))(big)
     for got, fn in zip(g, (np.sin, np.cos, np.tan)):
         np.testing.assert_allclose(got, fn(big.astype(np.float64)), rtol=1.2e-7)
+
+
+def test_scalar_bodies_on_the_numpy_builder_are_the_references() -> None:
+    from xdsl.ir import Block
+
+    from fusebind.dialect.scalar import NumpyScalarBuilder
+    from fusebind.dialect.types import tensor_type
+
+    x = np.array([0.5, -0.25, 2.0, np.nan, -0.0], dtype=np.float32)
+    for cls in MATH_OPS:
+        n = len(cls.get_irdl_definition().operands)
+        op = cls(*Block(arg_types=[tensor_type(x.shape, "f32")] * n).args)
+        args = (x,) * n
+        got = op.scalar_body(NumpyScalarBuilder(), *args)
+        assert got.dtype == np.float32, cls.name
+        np.testing.assert_array_equal(got, op.reference(*args), err_msg=cls.name)
+
+
+def test_a_bool_operand_is_refused_as_numpy_computes_it_in_float16() -> None:
+    b = np.array([True, False])
+    with pytest.raises(fb.UnsupportedOperation, match=r"numpy\.sin of a bool array computes in float16, which "
+                                                      r"fusebind has no dtype for; cast first: x\.astype\(np\.float32\)"):
+        fb.jit(lambda a: np.sin(a))(b)
+    with pytest.raises(fb.UnsupportedOperation, match=r"fusebind\.hypot of a bool array and a bool array computes in "
+                                                      r"float16"):
+        fb.jit(lambda a: fb.hypot(a, a))(b)
