@@ -146,6 +146,8 @@ FLOAT_CASES: dict[str, Callable[..., Any]] = {
     "int32 round trip": lambda a, b, c: c.astype(np.int32).astype(c.dtype),
     "int64 == MIN": lambda a, b, c: c.astype(np.int64) == np.iinfo(np.int64).min,
     "(2c).astype(int32) // 3": lambda a, b, c: (c * 2).astype(np.int32) // 3,
+    "logical_xor": lambda a, b, c: np.logical_xor(a, b),  # NaN is true, -0.0 is false
+    "logical_not": lambda a, b, c: np.logical_not(c),
 }
 
 
