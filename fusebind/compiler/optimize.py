@@ -62,6 +62,7 @@ from fusebind.compiler.merge import merge_regions
 from fusebind.compiler.pricing import price
 from fusebind.compiler.regions import MAX_INLINED_CONSTANT_ELEMENTS, build_region
 from fusebind.compiler.rules import ALL_RULES, Rule, capability_gated_rules
+from fusebind.compiler.gather_sinking import sink_gathers
 from fusebind.compiler.strength import strength_reduce
 
 __all__ = [
@@ -130,6 +131,7 @@ def optimize_graph(module: ModuleOp, ctx: OptimizationContext, *,
         raise FusebindTypeError(f"optimize_graph: expected a builtin.module, got {type(module).__name__}")
     out = module.clone()
     strength_reduce(out)
+    sink_gathers(out)
     if rules is None:
         active, gated = capability_gated_rules(ctx.has_kernel)
         gated_static = set(gated)
