@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import threading
 from typing import Any
 
@@ -296,6 +297,7 @@ def run_upstream_pipeline(text: str, ctx: Any | None = None, pipeline: str | Non
                 raise LoweringError.at("mlir-passes", "internal error: elementwise fusion made a kernel "
                                        "that would compute a wrong answer, so it is not built:\n  "
                                        + "\n  ".join(hazards), text, pipeline)
+            module = write_reshapes_in_place(module, ctx)
             before, after = UPSTREAM_PIPELINE[fused:cut], UPSTREAM_PIPELINE[cut + 1:]
             run(pipeline_text(before))
             if _drop_self_copies(module):
@@ -306,6 +308,55 @@ def run_upstream_pipeline(text: str, ctx: Any | None = None, pipeline: str | Non
     finally:
         handler.detach()
     return module
+
+
+_MATERIALIZE = re.compile(r"bufferization\.materialize_in_destination (%[\w.]+) in restrict writable (%[\w.]+) : "
+                          r"\((tensor<[^>]*>), (memref<[^>]*>)\) -> \(\)")
+
+
+def write_reshapes_in_place(module: Any, ctx: Any) -> Any:
+    """After fusion: a result that is a static `tensor.collapse_shape` / `expand_shape` of a value
+    (elementwise fusion leaves one after a loop nest it expanded, e.g. around a concatenation,
+    emit_concat.py) is written by materializing that value into the inverse reshape of the output
+    memref, a view. Without this, bufferization gives the value a temporary buffer (eliminate-empty-
+    tensors does not look through reshapes) and copies it into the output."""
+    from mlir import ir
+
+    found: list[bool] = []
+
+    def visit(op: Any) -> Any:
+        if op.name == "bufferization.materialize_in_destination":
+            src = op.operands[0]
+            if isinstance(src, ir.OpResult) and src.owner.name in ("tensor.collapse_shape", "tensor.expand_shape"):
+                found.append(True)
+                return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    if not found:  # the common case: no printing and parsing
+        return module
+    text = str(module)
+    changed = False
+    for m in list(_MATERIALIZE.finditer(text)):
+        src, dest, _src_t, dest_t = m.groups()
+        r = re.search(re.escape(src) + r" = tensor\.(collapse_shape|expand_shape) (%[\w.]+) (\[\[.*?\]\])"
+                      r"(?: output_shape \[[^\]]*\])? : tensor<([^>]*)> into tensor<([^>]*)>", text)
+        if r is None or len(re.findall(re.escape(src) + r"(?![\w.])", text)) != 2:  # defined, and only written
+            continue
+        kind, inner, assoc, inner_t, outer_t = r.groups()
+        if "?" in inner_t or "?" in outer_t or dest_t != f"memref<{outer_t}>":
+            continue
+        view = f"{dest}_view"
+        if kind == "collapse_shape":
+            dims = ", ".join(inner_t.split("x")[:-1])
+            reshape = (f"{view} = memref.expand_shape {dest} {assoc} output_shape [{dims}] : "
+                       f"memref<{outer_t}> into memref<{inner_t}>")
+        else:
+            reshape = f"{view} = memref.collapse_shape {dest} {assoc} : memref<{outer_t}> into memref<{inner_t}>"
+        text = text.replace(m.group(0), f"{reshape}\n    bufferization.materialize_in_destination {inner} in restrict "
+                                         f"writable {view} : (tensor<{inner_t}>, memref<{inner_t}>) -> ()")
+        changed = True
+    return ir.Module.parse(text, ctx) if changed else module
 
 
 def _drop_fused_checks(module: Any) -> bool:
