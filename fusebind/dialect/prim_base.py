@@ -83,6 +83,9 @@ class PrimOp(IRDLOperation):
     # concat). Inside a fused region it lowers to a read that elementwise fusion folds into its
     # consumer (a region prologue, no buffer); the fusion rules and the lowering ask this fact.
     INDEX_MAP: ClassVar[bool] = False
+    # The operands that hold indices (gather, take_along, scatter: (1,)): a kernel's index check
+    # names the arguments these are computed from (lowering/emit.py).
+    INDEX_OPERANDS: ClassVar[tuple[int, ...]] = ()
 
     # --- facts -----------------------------------------------------------
     def flops(self) -> float | None:

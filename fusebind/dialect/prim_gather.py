@@ -96,6 +96,7 @@ class IndexedOp(ShapeOp):
     error_axis = opt_prop_def(IntegerAttr)
     DTYPE_OPERANDS: ClassVar[tuple[str, ...] | None] = ("x",)
     INDEX_MAP: ClassVar[bool] = True
+    INDEX_OPERANDS: ClassVar[tuple[int, ...]] = (1,)
 
     def __init__(self, x: Value, idx: Value, axis: int, in_bounds: bool = False, error_axis: int | None = None):
         x, idx = SSAValue.get(x), SSAValue.get(idx)

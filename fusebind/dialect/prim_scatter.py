@@ -104,6 +104,7 @@ class ScatterOp(PrimOp):
 
     name = "prim.scatter"
     KIND: ClassVar[str] = "scatter"
+    INDEX_OPERANDS: ClassVar[tuple[int, ...]] = (1,)
     x = operand_def(TensorType)
     idx = operand_def(TensorType)
     v = operand_def(TensorType)

@@ -148,7 +148,7 @@ def _emit(region_or_func: Any, name: str, dynamic: bool, strided: bool,
     plan = rw.plan_rows(block) if rowwise else "row-wise emission off"
     if isinstance(plan, rw.RowPlan):
         # ops are emitted by rowwise.py: the inputs any index map's indices come from
-        em.sources = _index_sources(reads, [op for op in ops if getattr(type(op), "INDEX_MAP", False)])
+        em.sources = _index_sources(reads, ops)
         outputs, tail = rw.emit_rows(em, block, values, plan, dynamic, strided)
     else:
         inlined = exprs.deferred_ops(block, ops, accumulate.is_blocked, set())  # built inside the sums using them
@@ -175,8 +175,9 @@ def _emit(region_or_func: Any, name: str, dynamic: bool, strided: bool,
 
 
 def _index_sources(reads: dict[Any, frozenset[int]], ops: list[Any]) -> tuple[int, ...]:
-    """The block arguments the indices of `ops` (their operands after the first) are computed from."""
-    return tuple(sorted(frozenset().union(*(reads.get(o, frozenset()) for op in ops for o in op.operands[1:]))))
+    """The block arguments the indices of `ops` (their `INDEX_OPERANDS`) are computed from."""
+    return tuple(sorted(frozenset().union(*(reads.get(op.operands[k], frozenset()) for op in ops
+                                            for k in getattr(type(op), "INDEX_OPERANDS", ())))))
 
 
 def _input_reads(block: Any, ops: list[Any]) -> dict[Any, frozenset[int]]:

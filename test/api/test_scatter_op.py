@@ -153,3 +153,17 @@ def test_broadcast_values_along_axis_1():
     want = x * 7
     np.add.at(want, (np.arange(3)[:, None], np.broadcast_to(i, (3, 4))), 7)
     on_every_arm(text, [x, i], want)
+
+
+def test_a_kernel_checked_scatter_names_only_the_argument_its_indices_come_from() -> None:
+    """The index check's sources are the op's INDEX_OPERANDS (the indices), not its values too:
+    this said "from arguments 'b', 'w'"."""
+    f = fb.jit(lambda b, w: fb.at(np.zeros(8, np.float32))[b + 1].add(w * 2.0))
+    b, w = np.array([0, 6, 2]), np.ones(3, np.float32)
+    want = np.zeros(8, np.float32)
+    np.add.at(want, b + 1, w * 2.0)
+    np.testing.assert_array_equal(f(b, w), want)
+    with pytest.raises(fb.IndexOutOfBounds) as info:
+        f(np.array([0, 7, 2]), w)
+    assert "index 8 is out of bounds for axis 0 with size 8" in str(info.value)
+    assert "from argument 'b';" in str(info.value), str(info.value)
