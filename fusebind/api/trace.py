@@ -59,6 +59,11 @@ def tracing() -> bool:
     return ACTIVE[0] > 0 and getattr(_STATE, "depth", 0) > 0
 
 
+def current_graph() -> Graph:
+    """This thread's innermost trace (`tracing()` must be true)."""
+    return _STATE.graphs[-1]
+
+
 def inline_into_trace(fn: Callable[..., Any]) -> None:
     """`fn` (a nested jitted function's) runs inside this thread's innermost trace: the arrays
     it captures are then found in its closure and globals, and re-read per call."""

@@ -81,8 +81,15 @@ class Graph:
         self.weak: dict[Any, tuple[type, Recipe, str]] = {}
         self.checks: list[Callable[[Sequence[Any]], None]] = []
         self.captures: dict[int, tuple[Capture, "Tracer"]] = {}
+        # while set, `add` hands each op to it (fb.vmap sends an op whose operands belong to a
+        # per-example trace inside this one to that trace: vmap_rules.route); it calls `add_here`
+        self.router: Callable[[Any], "Tracer"] | None = None
 
     def add(self, op: Any) -> "Tracer":
+        return self.add_here(op) if self.router is None else self.router(op)
+
+    def add_here(self, op: Any) -> "Tracer":
+        """Append `op` to this graph's block (what `add` does with no router)."""
         self.block.add_op(op)
         unary = _WEAK_UNARY.get(type(op).__name__)
         if unary is not None and op.operands[0] in self.weak:

@@ -333,7 +333,7 @@ def _current_graph(leaves: Sequence[Any]) -> Graph:
     enclosing trace, closed over, may come first), else this thread's innermost trace."""
     graphs = [leaf.graph for leaf in leaves if isinstance(leaf, Tracer)]
     if not graphs:  # numpy arrays passed inside a trace
-        return trace_mod._STATE.graphs[-1]
+        return trace_mod.current_graph()
     depth = {id(g): i for i, g in enumerate(ROUTING.inner)}
     return max(graphs, key=lambda g: depth.get(id(g), -1))
 

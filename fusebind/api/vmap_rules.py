@@ -300,9 +300,12 @@ def drop_dead(graph: Graph, marker: Any, keep: set[Any]) -> None:
 class _Routing(threading.local):
     #: the per-example traces in progress in this thread, outermost first
     inner: list[Graph]
+    #: id(graph) -> how many vmaps route its ops now
+    counts: dict[int, int]
 
     def __init__(self) -> None:
         self.inner = []
+        self.counts = {}
 
 
 ROUTING = _Routing()
@@ -317,18 +320,20 @@ def _routed_add(graph: Graph, op: Any) -> Tracer:
         blocks = {v.owner if isinstance(v, BlockArgument) else v.owner.parent for v in op.operands}
         for g in reversed(ROUTING.inner):
             if g.block in blocks:
-                return Graph.add(g, op)
-    return Graph.add(graph, op)
+                return g.add_here(op)
+    return graph.add_here(op)
 
 
 def route(graph: Graph, step: int) -> None:
-    """Install (+1) or remove (-1) `_routed_add` as `graph.add` (nested vmaps may share a caller)."""
-    n = graph.__dict__.get("_vmap_routes", 0) + step
-    graph.__dict__["_vmap_routes"] = n
+    """Install (+1) or remove (-1) `_routed_add` as `graph.router` (nested vmaps may share a caller:
+    counted per graph, in this thread's ROUTING)."""
+    n = ROUTING.counts.get(id(graph), 0) + step
+    ROUTING.counts[id(graph)] = n
     if n == 1 and step > 0:
-        graph.add = functools.partial(_routed_add, graph)  # type: ignore[method-assign]
+        graph.router = functools.partial(_routed_add, graph)
     elif n == 0:
-        graph.__dict__.pop("add", None)
+        ROUTING.counts.pop(id(graph), None)
+        graph.router = None
 
 
 def look(env: dict[Any, tuple[Tracer, bool]], graph: Graph, value: Any) -> tuple[Tracer, bool]:
