@@ -18,9 +18,8 @@ lengths have a common divisor g >= MIN_BLOCK (rotate_half, QKV put back together
 generic runs over `(..., N / g, g)` and a `tensor.collapse_shape` gives the result its shape
 (`_split_axis`). Fusion then expands the consumers too and the inner loop vectorizes (RoPE
 8x512x128: ~0.11 ms against ~0.49 ms), but the result reaches the output through a reshape,
-which bufferization turns into a temporary and a copy unless the pipeline writes it into a
-reshaped view of the output; so this form is used only when the pipeline does
-(`_outputs_through_reshapes`).
+which bufferization would turn into a temporary and a copy; the pipeline writes it into a
+reshaped view of the output instead (`pipeline.write_reshapes_in_place`).
 
 Zero-length pieces are dropped (numpy's concatenate ignores them). A dynamic size along the axis
 is not lowered (ScalarEmitError: the region's lowering fails and it is not fused).
@@ -32,8 +31,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from fusebind.lowering import pipeline
-from fusebind.lowering.linalg_types import Dim, Value, ints, op_attr, ttype
+from fusebind.lowering.linalg_types import Dim, Value, ints, op_attr, read_by_maps, ttype
 from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder
 
 KINDS: frozenset[str] = frozenset({"concat"})
@@ -54,27 +52,10 @@ def emit(em: Any, op: Any, args: list[Any], result_type: Any) -> Any:
     if not live:
         return Value(em.empty(shape, args[0].elem), shape, args[0].elem)
     if len(live) == 1:  # the piece itself when read through maps; else a copy (it may be a strided argument)
-        return live[0] if _read_by_maps(op) else em._gather_copy(live[0])
-    if axis == len(shape) - 1 and _block(live, axis) >= MIN_BLOCK and _outputs_through_reshapes():
+        return live[0] if read_by_maps(op) else em._gather_copy(live[0])
+    if axis == len(shape) - 1 and _block(live, axis) >= MIN_BLOCK:
         return _split_axis(em, live, axis, shape)
     return _mapped_reads(em, live, axis, shape)
-
-
-def _outputs_through_reshapes() -> bool:
-    """Whether the pipeline writes a result that is a reshape of a loop nest's value into a view of
-    the output (`pipeline.write_reshapes_in_place`). Only then is the split form (`_split_axis`)
-    free of a temporary; until the pipeline has it, the wrapped-map form is used."""
-    return callable(getattr(pipeline, "write_reshapes_in_place", None))
-
-
-def _read_by_maps(op: Any) -> bool:
-    """Every user reads the result through linalg indexing maps (as `emitter._read_by_maps`, which
-    this module cannot import): an elementwise op, a reduction, a broadcast or an index map."""
-    def by_maps(user: Any) -> bool:
-        kind = getattr(type(user), "KIND", "")
-        return (hasattr(user, "scalar_body") or kind.startswith("reduce") or kind == "broadcast_to"
-                or bool(getattr(type(user), "INDEX_MAP", False)))
-    return all(by_maps(use.operation) for use in op.results[0].uses)
 
 
 def _result_dims(args: list[Value], axis: int) -> list[Dim]:

@@ -22,15 +22,10 @@ import numpy as np
 
 from fusebind.dialect.prim_structured import TransposeOp, reduced_shape
 from fusebind.lowering import accumulate, emit_concat, emit_gather, emit_scatter
+from fusebind.lowering.index_checks import emit_index_check
 from fusebind.lowering.linalg_types import (Dim, Value, broadcast_dims, element_name, flag, ints, op_attr, op_kind,
-                                            shape_of, storage, ttype)
+                                            read_by_maps, shape_of, storage, ttype)
 from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder, is_float
-
-
-#: the status operand of a kernel that checks indices (kernel ABI v2, docs/KERNEL-ABI.md):
-#: [check code (0: no error; k: the k-th of the kernel's checks), the bad index, the axis size, 0]
-STATUS = "%status"
-STATUS_TYPE = "memref<4xi64>"
 
 
 @dataclass(frozen=True)
@@ -79,30 +74,7 @@ class Emitter:
         names the checked axis for that message ("axis 0 of prim.gather").
         Emitted: `scf.if bad` stores [code, raw, size] into `%status` only while its code is 0 (the
         first bad index in loop order); code k is the k-th entry of `checks`."""
-        if b.elem(raw) != "i64":
-            raise ScalarEmitError(f"{what}: checked_index takes an i64 index, got {b.elem(raw)}")
-        site = [k for k, c in enumerate(zip(self.checks, self.check_sources)) if c == (what, self.sources)]
-        if not site:
-            self.checks.append(what)
-            self.check_sources.append(self.sources)
-        code = (site[0] if site else len(self.checks) - 1) + 1
-        n = b.constant(size, "i64") if isinstance(size, int) else b._op(f"arith.index_cast {size} : index to i64",
-                                                                         "i64")
-        zero = b.constant(0, "i64")
-        neg = b._op(f"arith.cmpi slt, {raw}, {zero} : i64", "i1")
-        idx = b._op(f"arith.select {neg}, {b._op(f'arith.addi {raw}, {n} : i64', 'i64')}, {raw} : i64", "i64")
-        low, high = b._op(f"arith.cmpi slt, {idx}, {zero} : i64", "i1"), b._op(f"arith.cmpi sge, {idx}, {n} : i64", "i1")
-        bad = b._op(f"arith.ori {low}, {high} : i1", "i1")
-        safe = b._op(f"arith.select {bad}, {zero}, {idx} : i64", "i64")
-        c, first, unset, k = self.fresh("sc"), self.fresh("st"), self.fresh("st"), self.fresh("st")
-        stores = [f"    {c}_{j} = arith.constant {j} : index\n    memref.store {v}, {STATUS}[{c}_{j}] : {STATUS_TYPE}"
-                  for j, v in ((1, raw), (2, n))]
-        b.lines += [f"scf.if {bad} {{", f"  {c} = arith.constant 0 : index",
-                    f"  {first} = memref.load {STATUS}[{c}] : {STATUS_TYPE}",
-                    f"  {unset} = arith.cmpi eq, {first}, {zero} : i64", f"  scf.if {unset} {{",
-                    f"    {k} = arith.constant {code} : i64", f"    memref.store {k}, {STATUS}[{c}] : {STATUS_TYPE}",
-                    *stores, "  }", "}"]
-        return b._op(f"arith.index_cast {safe} : i64 to index", "index")
+        return emit_index_check(self, b, raw, size, what)
 
     def empty(self, shape: Sequence[Dim], elem: str) -> str:
         name = self.fresh("e")
@@ -399,7 +371,7 @@ class Emitter:
         *operand's* dim.)
 
         With no reversed dim that copy is an identity generic, which canonicalization erases; that
-        is the point when every user reads through indexing maps (`_read_by_maps`). Otherwise (a
+        is the point when every user reads through indexing maps (`linalg_types.read_by_maps`). Otherwise (a
         result, a reshape, a transpose...) the strided subview would be copied by `memref.copy`,
         a call into MLIR's C runner library that kernels do not link; so the slice is then written
         to a contiguous tensor by an explicit loop (`_gather_copy`)."""
@@ -421,7 +393,7 @@ class Emitter:
                               f"[{', '.join(map(str, sizes))}] [{', '.join(map(str, steps))}] : "
                               f"{ttype(x.shape, x.elem)} to {ttype(sizes, x.elem)}")
             cur = Value(name, list(sizes), x.elem)
-        if not any(flip) and not _read_by_maps(op):
+        if not any(flip) and not read_by_maps(op):
             return self._gather_copy(cur)
         dims = ", ".join(f"d{j}" for j in range(rank))
         res = ", ".join(f"d{j} * -1 + {n - 1}" if f else f"d{j}" for j, (f, n) in enumerate(zip(flip, sizes)))
@@ -478,16 +450,6 @@ class Emitter:
         self.lines.append(f"{out} = linalg.matmul ins({a.name}, {b.name} : {ttype(a.shape, a.elem)}, "
                           f"{ttype(b.shape, b.elem)}) outs({filled} : {t_out}) -> {t_out}")
         return Value(out, shape, out_elem)
-
-
-def _read_by_maps(op: Any) -> bool:
-    """Every user of `op`'s result reads it through `linalg.generic` indexing maps (an elementwise
-    op, a reduction, a broadcast, a slice), so a strided view of it needs no copy."""
-    def by_maps(user: Any) -> bool:
-        kind = op_kind(user)
-        return (hasattr(user, "scalar_body") or kind.startswith("reduce") or kind == "broadcast_to"
-                or bool(getattr(type(user), "INDEX_MAP", False)))
-    return all(by_maps(use.operation) for use in op.results[0].uses)
 
 
 def _nested(arr: np.ndarray, fmt: Callable[[Any], str]) -> str:

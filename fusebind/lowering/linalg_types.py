@@ -159,3 +159,13 @@ class Value:
 
 def out_spec(v: Value, dynamic: bool) -> TensorSpec:
     return TensorSpec(v.elem, tuple(None if (dynamic or isinstance(d, str)) else d for d in v.shape))
+
+
+def read_by_maps(op: Any) -> bool:
+    """Every user of `op`'s result reads it through `linalg.generic` indexing maps (an elementwise
+    op, a reduction, a broadcast or an index map), so a strided view of it needs no copy."""
+    def by_maps(user: Any) -> bool:
+        kind = op_kind(user)
+        return (hasattr(user, "scalar_body") or kind.startswith("reduce") or kind == "broadcast_to"
+                or bool(getattr(type(user), "INDEX_MAP", False)))
+    return all(by_maps(use.operation) for use in op.results[0].uses)

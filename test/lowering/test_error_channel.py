@@ -23,7 +23,8 @@ from fusebind.dialect.errors import FusebindError, IndexOutOfBounds
 from fusebind.lowering.build import build_object
 from fusebind.lowering.decompose import Decomposition, kernel_signature
 from fusebind.lowering.emit import CheckedKernel, TensorSpec, emit_linalg
-from fusebind.lowering.emitter import STATUS, STATUS_TYPE, Emitter
+from fusebind.lowering.emitter import Emitter
+from fusebind.lowering.index_checks import STATUS, STATUS_TYPE
 from fusebind.lowering.linalg_types import ttype
 from fusebind.lowering.scalar_text import TextScalarBuilder
 from fusebind.runtime.bindings import BindingKey, global_bindings
