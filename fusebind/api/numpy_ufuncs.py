@@ -29,7 +29,6 @@ from fusebind.api.tracer import (
 )
 from fusebind.dialect import prim
 from fusebind.dialect.errors import OpRegistrationError
-from fusebind.dialect.prim_bitwise import BITWISE_UFUNCS
 from fusebind.dialect.registry import registered_ops
 
 _GUFUNCS = ("matmul", "vecdot", "matvec", "vecmat")
@@ -201,8 +200,6 @@ ELEMENTWISE.update({
     **{name: (lambda pred: lambda a, b: K.compare(pred, a, b))(pred) for name, pred in _COMPARE.items()},
 })
 ELEMENTWISE["radians"], ELEMENTWISE["degrees"] = ELEMENTWISE["deg2rad"], ELEMENTWISE["rad2deg"]
-# & | ^ ~ << >>: one prim op each, on integers and bools (shifts: integers; numpy shifts bools in int8)
-ELEMENTWISE.update({name: _op(cls) for name, cls in BITWISE_UFUNCS.items()})
 
 #: why the other ufuncs are refused, and what to use
 ADVICE: dict[str, str] = {

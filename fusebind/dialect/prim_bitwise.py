@@ -14,10 +14,8 @@
 The logical functions (np.logical_and ...) are compare/select compositions of
 the truth values (api/numpy_ufuncs.py), not ops here.
 
-NUMPY_UFUNC is left unset on these six for now: api/numpy_ufuncs.py maps each
-numpy ufunc of the same name (`BITWISE_UFUNCS`) to its op, because the
-registry test feeding every NUMPY_UFUNC op float operands
-(test/api/test_api_registry.py `_operands`) has no integer-only case yet.
+Each states its numpy ufunc and `fb.<name>` (NUMPY_UFUNC, API_NAME); and, or
+and xor are Commutative.
 """
 
 from __future__ import annotations
@@ -25,7 +23,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
-from xdsl.irdl import irdl_op_definition
+from xdsl.irdl import irdl_op_definition, traits_def
+from xdsl.traits import Commutative, Pure
 
 from fusebind.dialect.prim_base import PrimOp
 from fusebind.dialect.prim_elementwise import BinaryOp, UnaryOp
@@ -40,6 +39,9 @@ BITS_TYPES: frozenset[str] = INT_TYPES | {"i1"}
 class BitwiseAndOp(BinaryOp):
     name = "prim.bitwise_and"
     KIND: ClassVar[str] = "bitwise_and"
+    NUMPY_UFUNC: ClassVar[str | None] = "bitwise_and"
+    API_NAME: ClassVar[str | None] = "bitwise_and"
+    traits = traits_def(Pure(), Commutative())
     FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
     DTYPES: ClassVar[frozenset[str]] = BITS_TYPES
 
@@ -54,6 +56,9 @@ class BitwiseAndOp(BinaryOp):
 class BitwiseOrOp(BinaryOp):
     name = "prim.bitwise_or"
     KIND: ClassVar[str] = "bitwise_or"
+    NUMPY_UFUNC: ClassVar[str | None] = "bitwise_or"
+    API_NAME: ClassVar[str | None] = "bitwise_or"
+    traits = traits_def(Pure(), Commutative())
     FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
     DTYPES: ClassVar[frozenset[str]] = BITS_TYPES
 
@@ -68,6 +73,9 @@ class BitwiseOrOp(BinaryOp):
 class BitwiseXorOp(BinaryOp):
     name = "prim.bitwise_xor"
     KIND: ClassVar[str] = "bitwise_xor"
+    NUMPY_UFUNC: ClassVar[str | None] = "bitwise_xor"
+    API_NAME: ClassVar[str | None] = "bitwise_xor"
+    traits = traits_def(Pure(), Commutative())
     FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
     DTYPES: ClassVar[frozenset[str]] = BITS_TYPES
 
@@ -84,6 +92,8 @@ class InvertOp(UnaryOp):
 
     name = "prim.invert"
     KIND: ClassVar[str] = "invert"
+    NUMPY_UFUNC: ClassVar[str | None] = "invert"
+    API_NAME: ClassVar[str | None] = "invert"
     FLOPS_PER_ELEMENT: ClassVar[float] = 1.0
     DTYPES: ClassVar[frozenset[str]] = BITS_TYPES
 
@@ -100,6 +110,8 @@ class LeftShiftOp(BinaryOp):
 
     name = "prim.left_shift"
     KIND: ClassVar[str] = "left_shift"
+    NUMPY_UFUNC: ClassVar[str | None] = "left_shift"
+    API_NAME: ClassVar[str | None] = "left_shift"
     FLOPS_PER_ELEMENT: ClassVar[float] = 2.0
     DTYPES: ClassVar[frozenset[str]] = INT_TYPES
 
@@ -116,6 +128,8 @@ class RightShiftOp(BinaryOp):
 
     name = "prim.right_shift"
     KIND: ClassVar[str] = "right_shift"
+    NUMPY_UFUNC: ClassVar[str | None] = "right_shift"
+    API_NAME: ClassVar[str | None] = "right_shift"
     FLOPS_PER_ELEMENT: ClassVar[float] = 2.0
     DTYPES: ClassVar[frozenset[str]] = INT_TYPES
 
@@ -125,9 +139,5 @@ class RightShiftOp(BinaryOp):
     def _ref(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.right_shift(a, b)
 
-
-#: numpy ufunc name -> its op (numpy_ufuncs maps them; see the module docstring)
-BITWISE_UFUNCS: dict[str, type[PrimOp]] = {cls.KIND: cls for cls in (
-    BitwiseAndOp, BitwiseOrOp, BitwiseXorOp, InvertOp, LeftShiftOp, RightShiftOp)}
 
 BITWISE_OPS: tuple[type[PrimOp], ...] = (BitwiseAndOp, BitwiseOrOp, BitwiseXorOp, InvertOp, LeftShiftOp, RightShiftOp)

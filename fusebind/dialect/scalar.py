@@ -24,9 +24,14 @@ Semantics every implementation must follow (they are numpy's):
 - `maximum`/`minimum` propagate NaN (np.maximum / np.minimum).
 - `compare(pred, a, b)`: pred in `eq ne lt le gt ge`; with a NaN operand every
   predicate is false except `ne`, which is true.
-- `cast(x, to)`: numpy `astype`: float→int truncates toward zero (NaN and
-  out-of-range values are unspecified), anything→i1 is `x != 0`, i1→number
-  gives 0/1.
+- `cast(x, to)`: numpy `astype`: float→int truncates toward zero; NaN, ±inf
+  and out-of-range values give INT_MIN (numpy's x86-64 answer), anything→i1
+  is `x != 0`, i1→number gives 0/1.
+- `fmod` is np.fmod (C's remainder, the dividend's sign; integers: x fmod 0
+  == MIN fmod -1 == 0). `bitwise_and/or/xor`, `invert` on integers and i1;
+  `left_shift` / `right_shift` on integers: numpy's npy_lshift / npy_rshift
+  (a count of the width or more, or negative, gives 0, or -1 for `>>` of a
+  negative value).
 - `rsqrt(x) = 1/sqrt(x)`, `pow` follows np.power; on integers the exact power
   modulo 2^width for an exponent >= 0 (the callers never pass a negative one:
   see `prim_division.PowOp.kernel_computable`); `max_exponent`, when the
@@ -56,6 +61,13 @@ class ScalarBuilder(Protocol):
     def div(self, a: Any, b: Any) -> Any: ...
     def floordiv(self, a: Any, b: Any) -> Any: ...
     def rem(self, a: Any, b: Any) -> Any: ...
+    def fmod(self, a: Any, b: Any) -> Any: ...
+    def bitwise_and(self, a: Any, b: Any) -> Any: ...
+    def bitwise_or(self, a: Any, b: Any) -> Any: ...
+    def bitwise_xor(self, a: Any, b: Any) -> Any: ...
+    def invert(self, a: Any) -> Any: ...
+    def left_shift(self, a: Any, s: Any) -> Any: ...
+    def right_shift(self, a: Any, s: Any) -> Any: ...
     def neg(self, a: Any) -> Any: ...
     def abs(self, a: Any) -> Any: ...
     def maximum(self, a: Any, b: Any) -> Any: ...
@@ -135,6 +147,28 @@ class NumpyScalarBuilder:
     def rem(self, a: Any, b: Any) -> np.ndarray:
         with np.errstate(all="ignore"):
             return self._same(np.remainder(a, b), a)
+
+    def fmod(self, a: Any, b: Any) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return self._same(np.fmod(a, b), a)
+
+    def bitwise_and(self, a: Any, b: Any) -> np.ndarray:
+        return self._same(np.bitwise_and(a, b), a)
+
+    def bitwise_or(self, a: Any, b: Any) -> np.ndarray:
+        return self._same(np.bitwise_or(a, b), a)
+
+    def bitwise_xor(self, a: Any, b: Any) -> np.ndarray:
+        return self._same(np.bitwise_xor(a, b), a)
+
+    def invert(self, a: Any) -> np.ndarray:
+        return np.invert(a)
+
+    def left_shift(self, a: Any, s: Any) -> np.ndarray:
+        return self._same(np.left_shift(a, s), a)
+
+    def right_shift(self, a: Any, s: Any) -> np.ndarray:
+        return self._same(np.right_shift(a, s), a)
 
     def neg(self, a: Any) -> np.ndarray:
         return np.negative(a)

@@ -29,7 +29,7 @@ def _operands(cls: type) -> tuple:
     if cls.KIND == "matmul":
         return (np.arange(6.0).reshape(2, 3) / 7, np.arange(6.0).reshape(3, 2) / 5)
     base = np.array([0.25, 0.5, 1.5, 1.75], np.float32)
-    if not cls.DTYPES <= FLOAT_TYPES and "i32" in cls.DTYPES and cls.KIND in ("floordiv", "rem", "pow"):
+    if "i32" in cls.DTYPES and (cls.KIND in ("floordiv", "rem", "pow") or not cls.DTYPES & FLOAT_TYPES):
         return tuple(np.array([3, 7, 2, 5], np.int32) if i == 0 else np.array([2, 3, 1, 2], np.int32)
                      for i in range(n))
     return tuple(base * (i + 1) for i in range(n))

@@ -182,7 +182,8 @@ def test_fingerprint_follows_the_facts() -> None:
 
 
 def test_commutative_traits() -> None:
-    assert {c.KIND for c in prim.ALL_PRIM_OPS if c.has_trait(Commutative)} == {"add", "mul", "max", "min"}
+    assert {c.KIND for c in prim.ALL_PRIM_OPS if c.has_trait(Commutative)} == {
+        "add", "mul", "max", "min", "bitwise_and", "bitwise_or", "bitwise_xor"}
 
 
 def test_make_context_parses_prints_verifies_and_interprets_a_user_op() -> None:
