@@ -257,7 +257,8 @@ def ufunc_reduce(ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> Tracer:
     p = probe(ufunc.reduce, inputs, kwargs, "auto", graph, name)
     R = _dtype(p)
     if ufunc.__name__.startswith("bitwise") and R != np.bool_:
-        raise unsupported(graph, f"{name} of integer arrays is not supported (fusebind has no bitwise op)")
+        raise unsupported(graph, f"{name} of integer arrays is not supported (fusebind has no bitwise "
+                                 "reduction op)")
     r = reduction(name, kind, inputs[0], kwargs.get("axis", 0), kwargs.get("keepdims", NO), R,
                   kwargs.get("initial", NO), kwargs.get("where", True))
     return check(graph, name, K.cast(r, R), p)
