@@ -189,7 +189,7 @@ ELEMENTWISE.update({
     "fmax": _fmax(prim.MaxOp), "fmin": _fmax(prim.MinOp), "positive": _identity,
     "absolute": lambda x: x if x.dtype == np.bool_ else K.op(prim.AbsOp, x), "fabs": lambda x: K.op(prim.AbsOp, x),
     "sign": _sign, "square": lambda x: K.op(prim.MulOp, x, x), "reciprocal": _reciprocal,
-    "exp2": lambda x: K.op(prim.PowOp, K.like(x, 2), x), "conjugate": _identity,
+    "conjugate": _identity,
     "logical_and": lambda a, b: K.logical_and(K.truth(a), K.truth(b)),
     "logical_or": lambda a, b: K.logical_or(K.truth(a), K.truth(b)),
     "logical_xor": lambda a, b: K.compare("ne", K.truth(a), K.truth(b)),
@@ -203,16 +203,8 @@ ELEMENTWISE["radians"], ELEMENTWISE["degrees"] = ELEMENTWISE["deg2rad"], ELEMENT
 
 #: why the other ufuncs are refused, and what to use
 ADVICE: dict[str, str] = {
-    **{n: "fusebind has no trigonometric op" for n in (
-        "sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "arcsinh", "arccosh",
-        "arctanh", "hypot")},
-    "log2": "use np.log(x) / np.log(2)", "log10": "use np.log(x) / np.log(10)",
-    "log1p": "np.log(1 + x) loses accuracy near 0; compute it outside if that matters",
-    "expm1": "np.exp(x) - 1 loses accuracy near 0; compute it outside if that matters",
-    "cbrt": "use np.power(x, 1/3) for x >= 0", "gcd": "fusebind has no integer gcd op",
-    "lcm": "fusebind has no integer lcm op",
+    "gcd": "fusebind has no integer gcd op", "lcm": "fusebind has no integer lcm op",
 }
-
 
 
 def check_mappable(ufunc_name: str, cls: Any) -> None:

@@ -272,9 +272,7 @@ class Exp2Op(MathUnaryOp):
     name = "prim.exp2"
     KIND: ClassVar[str] = "exp2"
     API_NAME: ClassVar[str | None] = "exp2"
-    # np.exp2 on traced arrays is still api/numpy_ufuncs.py's prim.pow(2, x) (its ELEMENTWISE
-    # table overrides a NUMPY_UFUNC of "exp2"); set NUMPY_UFUNC = "exp2" here once that entry goes.
-    NUMPY_UFUNC: ClassVar[str | None] = None
+    NUMPY_UFUNC: ClassVar[str | None] = "exp2"
     FLOPS_PER_ELEMENT: ClassVar[float] = 10.0
 
 

@@ -291,7 +291,10 @@ def test_prim_ops_table_is_complete_and_consistent() -> None:
     expected = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "relu", "add", "sub", "mul",
                 "div", "floordiv", "rem", "max", "min", "pow", "compare", "select", "cast", "constant",
                 "broadcast_to", "reshape", "transpose", "reduce_sum", "reduce_max", "reduce_min", "reduce_mean",
-                "matmul", "slice"}
+                "matmul", "slice", "concat", "gather", "take_along", "scatter",  # issue 13: layout, gather, scatter
+                "fmod", "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift",  # issue 14
+                "sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "arcsinh", "arccosh",
+                "arctanh", "exp2", "expm1", "log2", "log10", "log1p", "cbrt", "hypot"}
     assert set(prim.PRIM_OPS) == expected
     for kind, cls in prim.PRIM_OPS.items():
         assert cls.name == f"prim.{kind}" and cls.KIND == kind
