@@ -165,14 +165,23 @@ def einsum(p: Probe | None, subscripts: Any, *operands: Any, out: Any = None, dt
         dt = np.result_type(*(x.dtype for x in xs))
     dt = K.check_dtype(graph, dt, what)
     terms, output = parse(graph, subscripts, [x.ndim for x in xs])
+    return contract([K.cast(x, dt) for x in xs], terms, output, what, path)
+
+
+def contract(xs: Sequence[Tracer], terms: Sequence[str], output: str, what: str,
+             path: Sequence[tuple[int, ...]] | None = None) -> Tracer:
+    """The contraction of operands of one dtype labelled by `terms` (one label per axis,
+    validated), keeping `output`'s labels in its order; `path`: numpy's pairwise order
+    (None: left to right). np.tensordot and np.inner reduce to this."""
     sizes: dict[str, int] = {}
     for x, t in zip(xs, terms):
         for c, d in zip(t, x.shape):
             sizes[c] = max(sizes.get(c, 1), d)
     work: list[tuple[Tracer, str]] = []
     for x, t in zip(xs, terms):
-        x, t = _diagonals(_broadcast(K.cast(x, dt), t, sizes), t, what)
-        work.append((x, t))
+        work.append(_diagonals(_broadcast(x, t, sizes), t, what))
+    if path is None:
+        path = [(0, 1)] * (len(xs) - 1) if len(xs) > 1 else [(0,)]
     for step in path:
         picked = [work[i] for i in step]
         work = [w for i, w in enumerate(work) if i not in step]

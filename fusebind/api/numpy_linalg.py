@@ -17,16 +17,20 @@ Must not: compute a product in another dtype than numpy's result type.
 from __future__ import annotations
 
 import math
+import string
 from typing import Any, Sequence
 
 import numpy as np
 
 from fusebind.api import numpy_kernels as K
+from fusebind.api.numpy_einsum import contract
 from fusebind.api.numpy_kernels import unsupported, value_error
 from fusebind.api.numpy_probe import Probe
 from fusebind.api.numpy_ufuncs import call
 from fusebind.api.tracer import Graph, Tracer, as_tracer
 from fusebind.dialect import prim
+
+_LABELS = string.ascii_letters  # einsum labels of the axes np.tensordot and np.inner contract
 
 
 def strong(graph: Graph, v: Any) -> Tracer:
@@ -50,6 +54,12 @@ def _multiply(a: Any, b: Any, what: str) -> Tracer:
 def _no_out(graph: Graph, out: Any, what: str) -> None:
     if out is not None:
         raise unsupported(graph, f"{what}(..., out=...) cannot write into an array inside a traced function")
+
+
+def _labels_fit(graph: Graph, x: Tracer, y: Tracer, what: str) -> None:
+    if x.ndim + y.ndim > len(_LABELS):
+        raise unsupported(graph, f"{what} of arrays of {x.ndim} and {y.ndim} dimensions: fusebind's contraction "
+                                 f"labels cover {len(_LABELS)} in all; reshape the operands to fewer dimensions")
 
 
 def _matrix_product(a: Tracer, b: Tracer) -> Tracer:
@@ -96,9 +106,9 @@ def inner(p: Probe | None, a: Any, b: Any) -> Tracer:
     if y.shape[-1] != k:
         raise value_error(graph, f"shapes {x.shape} and {y.shape[::-1]} not aligned: {k} (dim {x.ndim - 1}) != "
                                  f"{y.shape[-1]} (dim 0)")
-    A = K.reshape(x, (math.prod(x.shape[:-1]), k))
-    B = K.transpose(K.reshape(y, (math.prod(y.shape[:-1]), k)), (1, 0))
-    return K.reshape(K.matmul(A, B, "inner"), x.shape[:-1] + y.shape[:-1])
+    _labels_fit(graph, x, y, "numpy.inner")
+    la, lb = _LABELS[:x.ndim], _LABELS[x.ndim:x.ndim + y.ndim - 1] + _LABELS[x.ndim - 1]
+    return contract([x, y], [la, lb], la[:-1] + lb[:-1], "numpy.inner")
 
 
 def outer(p: Probe | None, a: Any, b: Any, out: Any = None) -> Tracer:
@@ -146,14 +156,15 @@ def tensordot(p: Probe | None, a: Any, b: Any, axes: Any = 2) -> Tracer:
     if len(axes_a) != len(axes_b) or any(x.shape[i] != y.shape[j] for i, j in zip(axes_a, axes_b)):
         raise value_error(graph, "shape-mismatch for sum")
     axes_a, axes_b = [int(i) % x.ndim for i in axes_a], [int(j) % y.ndim for j in axes_b]
-    free_a = [i for i in range(x.ndim) if i not in axes_a]
-    free_b = [j for j in range(y.ndim) if j not in axes_b]
-    n = math.prod(x.shape[i] for i in axes_a)
-    at = K.reshape(K.transpose(x, free_a + axes_a), (math.prod(x.shape[i] for i in free_a), n))
-    bt = K.reshape(K.transpose(y, axes_b + free_b), (n, math.prod(y.shape[j] for j in free_b)))
-    at, bt = _common(graph, at, bt, what="numpy.tensordot")
-    r = K.matmul(at, bt, "tensordot")
-    return K.reshape(r, tuple(x.shape[i] for i in free_a) + tuple(y.shape[j] for j in free_b))
+    x, y = _common(graph, x, y, what="numpy.tensordot")
+    _labels_fit(graph, x, y, "numpy.tensordot")
+    la = _LABELS[:x.ndim]
+    fresh = iter(_LABELS[x.ndim:])
+    shared = dict(zip(axes_b, (la[i] for i in axes_a)))
+    lb = "".join(shared[j] if j in shared else next(fresh) for j in range(y.ndim))
+    out = "".join(c for i, c in enumerate(la) if i not in axes_a) + "".join(
+        c for j, c in enumerate(lb) if j not in axes_b)
+    return contract([x, y], [la, lb], out, "numpy.tensordot")
 
 
 def linalg_tensordot(p: Probe | None, x1: Any, x2: Any, *, axes: Any = 2) -> Tracer:
