@@ -5,7 +5,7 @@ names, which call them): their `axis`, `keepdims`, `dtype`, `initial` and
 `where` arguments, numpy's accumulation dtype (taken from the probe: numpy
 itself run on stand-ins, so int32 sums in int64 and integer means in
 float64, as numpy does), numpy's identities for empty axes, and the
-ufunc.reduce of the reorderable ufuncs (add, maximum, minimum, fmax, fmin,
+ufunc.reduce of the reorderable ufuncs (add, multiply, maximum, minimum, fmax, fmin,
 logical_and, logical_or, and bitwise_and / bitwise_or on bools).
 
 Each implementation takes the probe first (`numpy_probe.Probe`), then the
@@ -28,6 +28,17 @@ from fusebind.api.tracer import Graph, Tracer, as_tracer
 from fusebind.dialect import prim
 
 NO = np._NoValue
+
+
+def _prod(x: Tracer, axes: tuple[int, ...], keepdims: bool) -> Tracer:
+    """prim.reduce_prod of x over normalized axes in x's dtype; an empty axis gives 1."""
+    axes = tuple(sorted(axes))
+    if not axes:
+        return x
+    out_shape = K.reduced_shape(x.shape, axes, keepdims)
+    if math.prod(x.shape[a] for a in axes) == 0 or math.prod(out_shape) == 0:
+        return K.full(x.graph, 1, x.dtype, out_shape)
+    return x.graph.add(prim.ReduceProdOp(x.value, list(axes), keepdims))
 
 
 def _given(v: Any) -> bool:
@@ -53,19 +64,21 @@ def _combine(kind: str, r: Tracer, init: Tracer) -> Tracer:
         return (K.logical_or if kind == "any" else K.logical_and)(r, init)
     if kind == "sum":
         return K.op(prim.AddOp, r, init) if r.dtype != np.bool_ else K.logical_or(r, init)
+    if kind == "prod":
+        return K.op(prim.MulOp, r, init)
     return K.op(prim.MaxOp if kind.endswith("max") else prim.MinOp, r, init)
 
 
 def reduction(what: str, kind: str, a: Any, axis: Any, keepdims: Any, R: np.dtype, initial: Any = NO,
               where: Any = True) -> Tracer:
-    """numpy's `kind` reduction (sum, max, min, nanmax, nanmin, any, all) of `a`
+    """numpy's `kind` reduction (sum, prod, max, min, nanmax, nanmin, any, all) of `a`
     over `axis`, accumulated in numpy's dtype R, with numpy's `initial` and `where`."""
     graph = K.graph_of(a, where)
     x = tracer(graph, a)
     keepdims = bool(keepdims) if _given(keepdims) else False
     axes = K.normalize_axes(graph, axis, x.ndim)
-    if R == np.bool_ and kind == "sum":
-        kind = "any"  # add on bools is logical or
+    if R == np.bool_ and kind in ("sum", "prod"):
+        kind = "any" if kind == "sum" else "all"  # add on bools is logical or, multiply logical and
     x = K.truth(x) if kind in ("any", "all") else K.cast(x, K.check_dtype(graph, R, what))
     if isinstance(initial, Tracer):
         raise unsupported(graph, f"{what}(..., initial=...) must be a number, not a traced array")
@@ -75,10 +88,10 @@ def reduction(what: str, kind: str, a: Any, axis: Any, keepdims: Any, R: np.dtyp
         if K.check_broadcast(graph, mask.shape, x.shape) != x.shape:
             raise K.value_error(graph, f"{what}: the where mask of shape {mask.shape} does not broadcast to the "
                                        f"array's shape {x.shape}")
-        if init is None and kind not in ("sum", "any", "all"):
+        if init is None and kind not in ("sum", "prod", "any", "all"):
             raise K.value_error(graph, f"reduction operation '{kind}' does not have an identity, so to use a "
                                        "where mask one has to specify 'initial'")
-        identity = {"sum": 0, "any": False, "all": True}.get(kind)
+        identity = {"sum": 0, "prod": 1, "any": False, "all": True}.get(kind)
         fill = K.like(x, identity) if identity is not None else init  # max/min: initial takes part anyway
         x = K.select(mask, x, fill)
     out_shape = K.reduced_shape(x.shape, axes, keepdims)
@@ -89,6 +102,8 @@ def reduction(what: str, kind: str, a: Any, axis: Any, keepdims: Any, R: np.dtyp
         extreme = K.like(x, -np.inf if kind == "nanmax" else np.inf)
         m = K.reduce(kind[3:], K.select(nan, extreme, x), axes, keepdims)
         r = K.select(K.reduce("all", nan, axes, keepdims), K.like(x, np.nan), m)
+    elif kind == "prod":
+        r = _prod(x, axes, keepdims)
     else:
         r = K.reduce(kind.replace("nan", ""), x, axes, keepdims)
     return _combine(kind, r, init) if init is not None else r
@@ -99,6 +114,13 @@ def sum_(p: Probe, a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
          initial: Any = NO, where: Any = NO) -> Tracer:
     _no_out(K.graph_of(a), out, "numpy.sum")
     return reduction("numpy.sum", "sum", a, axis, keepdims, _dtype(p), initial, where)
+
+
+def prod(p: Probe, a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = NO,
+         initial: Any = NO, where: Any = NO) -> Tracer:
+    """np.prod in numpy's dtype (int32 and bool in int64, wrapping as numpy's integers do)."""
+    _no_out(K.graph_of(a), out, "numpy.prod")
+    return reduction("numpy.prod", "prod", a, axis, keepdims, _dtype(p), initial, where)
 
 
 def _extreme(kind: str, what: str) -> Any:
@@ -177,6 +199,21 @@ def ptp(p: Probe, a: Any, axis: Any = None, out: Any = None, keepdims: Any = NO)
     return call(np.subtract, (hi, lo), {}, "numpy.ptp")
 
 
+def arg_reduce(kind: str, x: Tracer, axis: int, keepdims: bool) -> Tracer:
+    """numpy's argmax / argmin over one normalized axis as one prim.reduce_arg* op (int64:
+    the first index of the extreme value, or of the first NaN); bools are compared as 0/1."""
+    graph = x.graph
+    if x.shape[axis] == 0:
+        raise K.value_error(graph, f"attempt to get {kind} of an empty sequence")
+    out_shape = K.reduced_shape(x.shape, (axis,), keepdims)
+    if math.prod(out_shape) == 0:
+        return K.full(graph, 0, np.int64, out_shape)  # nothing to compute: an empty result
+    if x.dtype == np.bool_:
+        x = K.cast(x, np.int32)
+    cls = prim.ReduceArgMaxOp if kind == "argmax" else prim.ReduceArgMinOp
+    return graph.add(cls(x.value, [axis], keepdims))
+
+
 def _arg(kind: str) -> Any:
     def f(p: Probe, a: Any, axis: Any = None, out: Any = None, *, keepdims: Any = NO) -> Tracer:
         graph = K.graph_of(a)
@@ -184,10 +221,10 @@ def _arg(kind: str) -> Any:
         x = tracer(graph, a)
         keep = bool(keepdims) if _given(keepdims) else False
         if axis is None:
-            r = K.arg_reduce(kind, K.reshape(x, (x.size,)), 0, False)
+            r = arg_reduce(kind, K.reshape(x, (x.size,)), 0, False)
             return K.reshape(r, (1,) * x.ndim) if keep else r
         (ax,) = K.normalize_axes(graph, axis, x.ndim)
-        return K.arg_reduce(kind, x, ax, keep)
+        return arg_reduce(kind, x, ax, keep)
     return f
 
 
@@ -237,7 +274,7 @@ def nanmean(p: Probe, a: Any, axis: Any = None, dtype: Any = None, out: Any = No
 
 
 # ---------------------------------------------------------------- ufunc.reduce
-_REDUCE_KIND = {"add": "sum", "maximum": "max", "minimum": "min", "fmax": "nanmax", "fmin": "nanmin",
+_REDUCE_KIND = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min", "fmax": "nanmax", "fmin": "nanmin",
                 "logical_and": "all", "logical_or": "any", "bitwise_and": "all", "bitwise_or": "any"}
 
 
@@ -250,9 +287,8 @@ def ufunc_reduce(ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> Tracer:
         raise unsupported(graph, f"{name}(..., out=...) cannot write into an array inside a traced function")
     kind = _REDUCE_KIND.get(ufunc.__name__)
     if kind is None:
-        why = "fusebind has no product reduction" if ufunc is np.multiply else \
-            "only add, maximum, minimum, fmax, fmin, logical_and, logical_or (and bitwise_and / bitwise_or on bools) " \
-            "reduce on traced arrays"
+        why = ("only add, multiply, maximum, minimum, fmax, fmin, logical_and, logical_or (and bitwise_and / "
+               "bitwise_or on bools) reduce on traced arrays")
         raise unsupported(graph, f"{name} is not supported on traced arrays: {why}")
     p = probe(ufunc.reduce, inputs, kwargs, "auto", graph, name)
     R = _dtype(p)

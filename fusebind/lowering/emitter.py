@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fusebind.dialect.prim_structured import TransposeOp, reduced_shape
-from fusebind.lowering import accumulate, emit_concat, emit_gather, emit_scatter
+from fusebind.lowering import accumulate, accumulate_arg, emit_concat, emit_gather, emit_scatter
 from fusebind.lowering.index_checks import emit_index_check
 from fusebind.lowering.linalg_types import (Dim, Value, broadcast_dims, element_name, flag, ints, op_attr, op_kind,
                                             read_by_maps, shape_of, storage, ttype)
@@ -178,6 +178,9 @@ class Emitter:
         `linalg.generic` with two outputs, the mapped value (stored) and the accumulator.
         Returns (mapped, reduced). For a value that is reduced and also used again
         (softmax's exp row): one pass over the row instead of a map pass and a sum pass."""
+        if op_kind(rop) in accumulate_arg.KINDS:  # no pair accumulator in this loop: two passes
+            mapped = self.elementwise(eop, args, e_elem)
+            return mapped, accumulate_arg.emit(self, rop, mapped, r_elem, axis_shift)
         shape, maps, params, b, ev = self._elementwise_body(eop, args, e_elem)
         mapped = Value("", list(shape), e_elem)
         r = self._reduction_setup(rop, mapped, r_elem, axis_shift)
@@ -466,6 +469,8 @@ def emit_op(em: Emitter, op: Any, args: list[Value], axis_shift: int = 0) -> Val
     if hasattr(op, "scalar_body"):
         return em.elementwise(op, args, element_name(rtype))
     if kind.startswith("reduce"):
+        if kind in accumulate_arg.KINDS:  # (value, index) pairs
+            return accumulate_arg.emit(em, op, args[0], element_name(rtype), axis_shift)
         if accumulate.is_blocked(op):  # float sums and means: blocked, accurate (accumulate.py)
             return accumulate.blocked_sum(em, op, args[0], element_name(rtype), axis_shift)
         return em.reduction(op, args[0], element_name(rtype), axis_shift)
