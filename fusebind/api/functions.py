@@ -9,7 +9,8 @@ softmax), written here from other functions, so the optimizer sees (and
 can fuse) their parts; numpy's creation functions and gathers under their
 numpy names (fb.arange, fb.take_along_axis, fb.pad, ...: numpy_creation and
 numpy's own dispatch) and the functional updates fb.at / fb.put_along_axis
-(at.py) are listed there too. `gelu` is the tanh approximation `0.5 x (1 +
+(at.py) are listed there too. `logsumexp` is scipy.special.logsumexp's (without b= and
+return_sign=): shifted by the finite max, so an all -inf slice gives -inf and an inf gives inf. `gelu` is the tanh approximation `0.5 x (1 +
 tanh(sqrt(2/pi) (x + 0.044715 x^3)))`. The float functions follow numpy's
 float table, where fusebind has the dtype: int32 / int64 compute in
 float64; bool would be float16, which fusebind has not, so it is refused
@@ -42,6 +43,7 @@ COMPOSITES = {
     "softmax": "scipy.special.softmax",
     "gelu": "0.5 * x * (1 + numpy.tanh(0.7978845608 * (x + 0.044715 * x**3)))",
     "layer_norm": "(x - x.mean(-1, keepdims=True)) / numpy.sqrt(x.var(-1, keepdims=True) + eps)",
+    "logsumexp": "scipy.special.logsumexp",
 }
 
 #: the generated functions: op class API_NAME -> its function (ops.op_function), built-in ops only
@@ -109,3 +111,21 @@ def layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5) 
     if bias is not None:
         y = y + bias
     return y
+
+
+def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, return_sign: bool = False) -> Tracer:
+    """scipy.special.logsumexp: log(sum(exp(a), axis)), stable: the slice's max m is taken out
+    (only when finite, so an all -inf slice is log(0) = -inf, not -inf - -inf = nan; a +inf
+    gives inf; a NaN propagates). Integers compute in float64, as scipy's."""
+    t = _float(_tracer(a, "logsumexp"), "logsumexp")
+    if b is not None or return_sign:
+        raise UnsupportedOperation("fusebind.logsumexp(..., b= or return_sign=True) is not supported; scale inside: "
+                                   "fb.logsumexp(a + np.log(b)) for positive b")
+    m = t.max(axis=axis, keepdims=True)
+    shift = K.select(np.isfinite(m), m, K.like(m, 0))
+    s = exp(t - shift).sum(axis=axis, keepdims=True)
+    out = log(s) + shift
+    if not keepdims:
+        axes = K.normalize_axes(t.graph, axis, t.ndim)
+        out = K.reshape(out, K.reduced_shape(t.shape, axes, False))
+    return out

@@ -238,12 +238,36 @@ def count_nonzero(p: Probe, a: Any, axis: Any = None, *, keepdims: bool = False)
 
 
 def average(p: Probe, a: Any, axis: Any = None, weights: Any = None, returned: bool = False, *,
-            keepdims: Any = NO) -> Tracer:
+            keepdims: Any = NO) -> Any:
+    """np.average: the mean, or with weights sum(a * w) / sum(w) in numpy's result dtype (a float:
+    float64 for integer a). The weights must be a constant array: numpy raises ZeroDivisionError
+    when they sum to zero, which a traced array's values cannot be checked for."""
     graph = K.graph_of(a)
-    if weights is not None or returned:
-        raise unsupported(graph, "numpy.average with weights= or returned=True is not supported on traced arrays; "
-                                 "use np.sum(a * w, axis) / np.sum(w, axis)")
-    return mean(p, a, axis, keepdims=keepdims)
+    x = tracer(graph, a)
+    keep = bool(keepdims) if _given(keepdims) else False
+    axes = K.normalize_axes(graph, axis, x.ndim)
+    if weights is None:
+        avg = mean(p if not returned else probe(np.mean, (a, axis), {}, "auto", graph, "numpy.average"), a, axis,
+                   keepdims=keepdims)
+        n = math.prod(x.shape[i] for i in axes)
+        return (avg, K.full(graph, n, avg.dtype, avg.shape)) if returned else avg
+    if isinstance(weights, Tracer):
+        raise unsupported(graph, "numpy.average(..., weights=<traced array>) is not supported (numpy raises "
+                                 "ZeroDivisionError when the weights sum to zero, which a trace cannot check); pass "
+                                 "constant weights, or use np.sum(a * w, axis) / np.sum(w, axis)")
+    w = np.asarray(weights)
+    R = np.result_type(x.dtype, w.dtype, "f8") if x.dtype.kind in "iub" else np.result_type(x.dtype, w.dtype)
+    if w.shape != x.shape:  # numpy: a 1-D weight per position along the one axis (the probe checked it)
+        (ax,) = axes
+        w = w.reshape([w.size if i == ax else 1 for i in range(x.ndim)])
+    scl = np.sum(np.broadcast_to(w, x.shape), axis=axes, dtype=R, keepdims=keep)
+    if np.any(scl == 0.0):  # (numpy's probe raises it first; kept so no path divides by zero silently)
+        raise K.value_error(graph, "numpy.average: Weights sum to zero, can't be normalized")
+    xw = call(np.multiply, (K.cast(x, K.check_dtype(graph, R, "numpy.average")), K.constant(graph, w.astype(R), R)),
+              {})
+    avg = call(np.true_divide, (reduction("numpy.average", "sum", xw, axis, keepdims, R), K.constant(graph, scl, R)),
+               {})
+    return (avg, K.constant(graph, np.broadcast_to(scl, avg.shape).copy(), R)) if returned else avg
 
 
 def nansum(p: Probe, a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = NO,
