@@ -121,10 +121,9 @@ def _pair(a: Tracer, la: str, b: Tracer, lb: str, keep: set[str], sizes: dict[st
                        [sizes[c] for c in batch] + [1] * len(lfree) + [sizes[c] for c in rfree + contr])
         prod = call(np.multiply, (ea, eb), {}, "numpy.einsum", strong=True)
         return _reduce_sum(prod, range(len(out), prod.ndim)), out
-    nb = math.prod(sizes[c] for c in batch)
     m, n = math.prod(sizes[c] for c in lfree), math.prod(sizes[c] for c in rfree)
     k = math.prod(sizes[c] for c in contr)
-    lead = (nb,) if batch else ()
+    lead = tuple(sizes[c] for c in batch)  # prim.matmul takes any batch rank: no merge (often no copy)
     A = K.reshape(_order(a, la, batch + lfree + contr), lead + (m, k))
     B = K.reshape(_order(b, lb, batch + contr + rfree), lead + (k, n))
     return K.reshape(K.matmul(A, B, "einsum"), size), out

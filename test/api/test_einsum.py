@@ -95,6 +95,13 @@ def test_a_two_d_contraction_is_a_prim_matmul_and_a_product_sum_is_a_reduce() ->
     assert "prim.matmul" not in dot and "prim.mul" in dot and "prim.reduce_sum" in dot
 
 
+def test_batch_labels_stay_matmul_batch_dims_so_attention_scores_copy_only_k() -> None:
+    q = _f(2, 4, 16, 8)
+    module = trace(lambda a, b: np.einsum("bhqd,bhkd->bhqk", a, b), [q, q], ["a", "b"], "f")
+    names = [op.name for op in module.walk() if op.name.startswith("prim.")]
+    assert names == ["prim.transpose", "prim.matmul"], names  # k's last two axes swapped, no batch merge
+
+
 def _attention(q, k):
     s = np.einsum("bhqd,bhkd->bhqk", q, k) / np.sqrt(np.float32(q.shape[-1]))
     e = np.exp(s - s.max(axis=-1, keepdims=True))
