@@ -175,7 +175,8 @@ def contract(xs: Sequence[Tracer], terms: Sequence[str], output: str, what: str,
     sizes: dict[str, int] = {}
     for x, t in zip(xs, terms):
         for c, d in zip(t, x.shape):
-            sizes[c] = max(sizes.get(c, 1), d)
+            if sizes.get(c, 1) == 1:  # 1 broadcasts to the label's other size (0 included)
+                sizes[c] = d
     work: list[tuple[Tracer, str]] = []
     for x, t in zip(xs, terms):
         work.append(_diagonals(_broadcast(x, t, sizes), t, what))

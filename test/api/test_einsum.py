@@ -131,6 +131,16 @@ def test_numpys_dtypes(subs, xs, dtype) -> None:
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("subs, shapes", [
+    ("i,i", [(0,), (0,)]), ("ij,jk", [(2, 0), (0, 3)]), ("ij,jk", [(0, 2), (2, 3)]), ("ij,jk", [(1, 2), (2, 0)]),
+    ("...ij,...jk->...ik", [(2, 1, 3, 4), (5, 4, 6)]), ("...ii->...i", [(2, 3, 3)]), ("iij->ji", [(2, 2, 3)]),
+    ("bij,bjk->bik", [(1, 2, 3), (4, 3, 2)]), ("i,i,i->", [(3,), (3,), (3,)]), ("ij,kl->", [(2, 3), (4, 5)]),
+])
+def test_empty_broadcast_ellipsis_and_diagonal_forms(subs, shapes) -> None:
+    xs = [RNG.standard_normal(s) for s in shapes]  # size-0 labels broadcast from 1 (a regression: 0 became 1)
+    _close(interp(lambda *a: np.einsum(subs, *a), *xs), np.asarray(np.einsum(subs, *xs)), subs)
+
+
 def test_a_python_scalar_operand_is_strong_as_numpy_makes_it_an_array() -> None:
     got = interp(lambda a: np.einsum("i,->i", a, 2.0), V4)
     _close(got, np.einsum("i,->i", V4, 2.0), "scalar")
