@@ -62,15 +62,6 @@ def _labels_fit(graph: Graph, x: Tracer, y: Tracer, what: str) -> None:
                                  f"labels cover {len(_LABELS)} in all; reshape the operands to fewer dimensions")
 
 
-def _matrix_product(a: Tracer, b: Tracer) -> Tracer:
-    """dot(a, b) for b of rank >= 3: sum over a's last and b's second-to-last axis."""
-    k = a.shape[-1]
-    A = K.reshape(a, (math.prod(a.shape[:-1]), k))
-    perm = [b.ndim - 2] + list(range(b.ndim - 2)) + [b.ndim - 1]
-    B = K.reshape(K.transpose(b, perm), (k, math.prod(b.shape[:-2]) * b.shape[-1]))
-    return K.reshape(K.matmul(A, B, "dot"), a.shape[:-1] + b.shape[:-2] + b.shape[-1:])
-
-
 def dot(p: Probe | None, a: Any, b: Any, out: Any = None) -> Tracer:
     graph = K.graph_of(a, b)
     _no_out(graph, out, "numpy.dot")
@@ -82,9 +73,12 @@ def dot(p: Probe | None, a: Any, b: Any, out: Any = None) -> Tracer:
     if x.shape[-1] != ky:
         raise value_error(graph, f"shapes {x.shape} and {y.shape} not aligned: {x.shape[-1]} (dim {x.ndim - 1}) "
                                  f"!= {ky} (dim {max(y.ndim - 2, 0)})")
-    if y.ndim <= 2:
-        return K.matmul(x, y, "dot")  # numpy's dot and matmul agree here
-    return _matrix_product(x, y)
+    # a's last axis with b's second-to-last (its only one if 1-D); a's other axes, then b's, stay
+    _labels_fit(graph, x, y, "numpy.dot")
+    la = _LABELS[:x.ndim]
+    lb = _LABELS[x.ndim:x.ndim + y.ndim - 1]
+    lb = lb[:-1] + la[-1] + lb[-1:] if y.ndim >= 2 else la[-1]
+    return contract([x, y], [la, lb], la[:-1] + lb.replace(la[-1], ""), "numpy.dot")
 
 
 def vdot(p: Probe | None, a: Any, b: Any) -> Tracer:
@@ -93,7 +87,7 @@ def vdot(p: Probe | None, a: Any, b: Any) -> Tracer:
     if x.size != y.size:
         raise value_error(graph, f"cannot reshape array of size {y.size} into shape ({x.size},)")
     x, y = _common(graph, K.reshape(x, (x.size,)), K.reshape(y, (y.size,)), what="numpy.vdot")
-    return K.matmul(x, y, "vdot")
+    return contract([x, y], ["a", "a"], "", "numpy.vdot")  # a product and a sum: it fuses
 
 
 def inner(p: Probe | None, a: Any, b: Any) -> Tracer:

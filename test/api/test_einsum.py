@@ -44,10 +44,10 @@ def _all(*xs):
     """Every case, then tensordot (axes int and pairs) and the other products, on the same arrays."""
     it = iter(xs)
     outs = [np.einsum(s, *[next(it) for _ in ops]) for s, *ops in CASES]
-    a, b, ba = xs[0], xs[1], xs[4]  # A34, B45 (case 0), BA (case 2), as traced arguments
+    a, b, ba, bb = xs[0], xs[1], xs[4], xs[5]  # A34, B45 (case 0), BA, BB (case 2), as traced arguments
     outs += [np.tensordot(a, b, 1), np.tensordot(ba, a, ([1, 2], [0, 1])), np.tensordot(a, a, 0),
              np.tensordot(ba, ba, axes=([0, 1], [0, 1])), np.dot(a, b), np.inner(a, a), np.outer(a[0], b[1]),
-             np.vdot(a, a)]
+             np.vdot(a, a), np.dot(ba, b), np.dot(a[0], bb)]
     return tuple(outs)
 
 
@@ -72,7 +72,8 @@ def _close(got, want, what):
 
 def _names():
     return [c[0] for c in CASES] + ["tensordot 1", "tensordot pairs", "tensordot 0", "tensordot batch", "dot",
-                                    "inner", "outer", "vdot"]
+                                    "inner", "outer", "vdot", "dot 3-D 2-D",
+                                    "dot 1-D 3-D"]
 
 
 def test_every_contraction_is_numpys_answer_on_the_interpreter_arm0_and_fused(object_cache) -> None:
@@ -93,6 +94,12 @@ def test_a_two_d_contraction_is_a_prim_matmul_and_a_product_sum_is_a_reduce() ->
     assert "prim.matmul" in ops(trace(lambda a, b: np.einsum("ij,jk->ik", a, b), [A34, B45], ["a", "b"], "f"))
     dot = ops(trace(lambda a, b: np.einsum("ij,ij->i", a, b), [A34, T34], ["a", "b"], "f"))
     assert "prim.matmul" not in dot and "prim.mul" in dot and "prim.reduce_sum" in dot
+    vdot = ops(trace(lambda a, b: np.vdot(a, b), [A34, T34], ["a", "b"], "f"))
+    assert "prim.matmul" not in vdot and "prim.reduce_sum" in vdot
+    # np.dot of a stack with a matrix merges the stack into rows: one 2-D matmul (the BLAS kernel)
+    module = trace(lambda a, b: np.dot(a, b), [BA, B45], ["a", "b"], "f")
+    (mm,) = [op for op in module.walk() if op.name == "prim.matmul"]
+    assert [len(v.type.get_shape()) for v in mm.operands] == [2, 2]
 
 
 def test_batch_labels_stay_matmul_batch_dims_so_attention_scores_copy_only_k() -> None:
