@@ -4,8 +4,11 @@ np.tensordot, np.vdot, the matmul-family gufuncs and np.linalg.norm.
 Owns numpy's shape rules for each product (np.dot of two 1-D arrays is a
 0-d inner product, of N-D and M-D arrays a sum over a's last and b's
 second-to-last axis; np.inner sums over both last axes; np.kron interleaves
-axes), each built from prim.matmul, reshapes, transposes and the multiply
-ufunc, and the vector and Frobenius norms (matrix 2-norms need an SVD and
+axes) and their errors. np.dot, np.inner, np.vdot and np.tensordot label
+their axes and hand the contraction to the einsum planner
+(`numpy_einsum.contract`: one prim.matmul, or a multiply and a sum, between
+transposes and reshapes); np.outer and np.kron are the multiply ufunc on
+reshaped operands. Also the vector and Frobenius norms (matrix 2-norms need an SVD and
 are refused). Python scalars are strong here: these functions make arrays
 of their operands, so np.dot(2, int32_array) is int64, as in numpy.
 
