@@ -178,9 +178,9 @@ class Emitter:
         `linalg.generic` with two outputs, the mapped value (stored) and the accumulator.
         Returns (mapped, reduced). For a value that is reduced and also used again
         (softmax's exp row): one pass over the row instead of a map pass and a sum pass."""
-        if op_kind(rop) in accumulate_arg.KINDS:  # no pair accumulator in this loop: two passes
-            mapped = self.elementwise(eop, args, e_elem)
-            return mapped, accumulate_arg.emit(self, rop, mapped, r_elem, axis_shift)
+        if op_kind(rop) in accumulate_arg.KINDS:  # the map with pass 1 (max / min), then the index pass
+            mapped, m = self.map_reduce(eop, args, e_elem, accumulate_arg.extreme(rop), e_elem, axis_shift)
+            return mapped, accumulate_arg.first_index(self, rop, mapped, m, axis_shift)
         shape, maps, params, b, ev = self._elementwise_body(eop, args, e_elem)
         mapped = Value("", list(shape), e_elem)
         r = self._reduction_setup(rop, mapped, r_elem, axis_shift)
