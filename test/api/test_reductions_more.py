@@ -3,7 +3,7 @@
 float64), np.average with constant weights (1-D along an axis, full shape, returned=, keepdims=,
 integer a in float64; zero-sum and mis-shaped weights are numpy's errors, traced weights a clear
 refusal), var/std with ddof, ptp, count_nonzero and the nan-reductions in one traced function
-per dtype (one compile each)."""
+per dtype (one compile each; the i32 one under FUSEBIND_LONG=1)."""
 
 from __future__ import annotations
 
@@ -87,9 +87,18 @@ def _many(a):
             np.nanmax(a, axis=0), np.nanmin(a, axis=1), np.nanmean(a, axis=1))
 
 
-@pytest.mark.parametrize("a", [np.where(np.isinf(X), 1.5, X), XI], ids=["f32 with a nan", "i32"])
+@pytest.mark.parametrize("a", [np.where(np.isinf(X), 1.5, X), pytest.param(XI, marks=pytest.mark.slow)],
+                         ids=["f32 with a nan", "i32"])  # i32 (11 kernels) under FUSEBIND_LONG=1
 def test_moment_and_nan_reductions(a) -> None:
     with np.errstate(invalid="ignore"):
         want = _many(a)
     for g, w in zip(fb.jit(_many)(a), want):
         _check(g, w, 2e-5 if a.dtype == np.float32 else 1e-12)
+
+
+def test_variance_normalised_features_run_fused() -> None:
+    """issue 14's program: (x - mean) / std(ddof=1) per feature column, fused, numpy's values."""
+    a = np.where(np.isfinite(X), X, 0.5)
+    f = fb.jit(lambda v: (v - v.mean(axis=0)) / np.std(v, axis=0, ddof=1))
+    _check(f(a), (a - a.mean(axis=0)) / np.std(a, axis=0, ddof=1), 2e-5)
+    assert f.stats.fused_calls >= 1 and f.stats.arm0_calls == 0, f.stats

@@ -114,3 +114,9 @@ def test_multiply_reduce_is_numpys_product(dt) -> None:
 def test_multiply_reduce_of_an_empty_axis_is_one() -> None:
     r = fb.jit(lambda a: np.multiply.reduce(a, axis=1))(np.zeros((2, 0), np.float64))
     assert r.dtype == np.float64 and np.array_equal(r, np.ones(2))
+
+
+def test_vmapped_argmax_shifts_its_axis() -> None:
+    x = _data(np.float32).reshape(3, 2, 9)
+    r = fb.jit(fb.vmap(lambda a: np.argmax(a * 2, axis=1)))(x)
+    assert r.dtype == np.int64 and np.array_equal(r, np.argmax(x * 2, axis=2))
