@@ -4,7 +4,8 @@ Accepted element types:
 - reduce_sum: f32, f64, i32, i64 (accumulates in the element type).
   reduce_max, reduce_min: f32, f64, i32, i64 and i1 (np.max / np.min: NaN
   propagates; on bool they are `any` / `all`, and the result stays bool).
-  reduce_mean: f32, f64.
+  reduce_mean: f32, f64. (reduce_prod, reduce_argmax, reduce_argmin: prim_reductions.py,
+  on the ReductionOp base here.)
 - broadcast_to, reshape, transpose, constant: any of the five.
 - matmul: f32, f64, i32, i64; both operands of rank >= 2, numpy matmul
   semantics (batch dims broadcast).
