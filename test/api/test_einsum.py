@@ -148,6 +148,24 @@ def test_empty_broadcast_ellipsis_and_diagonal_forms(subs, shapes) -> None:
     _close(interp(lambda *a: np.einsum(subs, *a), *xs), np.asarray(np.einsum(subs, *xs)), subs)
 
 
+def _ints_and_bools(i, j, p, q):
+    return (np.einsum("ij,jk", i, j), np.einsum("ij,ij->i", i, i), np.einsum("i,i", p[0], q[0]),
+            np.einsum("ij,kj->ik", p, q), np.einsum("bij,bjk->bik", i.reshape(1, 3, 4), j.reshape(1, 4, 5)))
+
+
+def test_integer_and_bool_contractions_on_arm0_and_fused(object_cache) -> None:
+    i, j = RNG.integers(-9, 9, (3, 4)).astype(np.int32), RNG.integers(-9, 9, (4, 5))
+    p, q = RNG.standard_normal((3, 4)) > 0, RNG.standard_normal((2, 4)) > 0
+    want = _ints_and_bools(i, j, p, q)
+    module = trace(_ints_and_bools, [i, j, p, q], ["i", "j", "p", "q"], "f")
+    for arm, got in (("arm 0", fb.compile(print_module(module), optimize=False)(i, j, p, q)),
+                     ("fused", fb.jit(_ints_and_bools, cache=object_cache)(i, j, p, q))):
+        for g, w in zip(got, want):
+            g = np.asarray(g)
+            assert g.dtype == w.dtype and g.shape == w.shape, (arm, g.dtype, w.dtype)
+            np.testing.assert_array_equal(g, w, err_msg=arm)
+
+
 def test_a_python_scalar_operand_is_strong_as_numpy_makes_it_an_array() -> None:
     got = interp(lambda a: np.einsum("i,->i", a, 2.0), V4)
     _close(got, np.einsum("i,->i", V4, 2.0), "scalar")
