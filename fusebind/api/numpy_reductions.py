@@ -297,6 +297,54 @@ def nanmean(p: Probe, a: Any, axis: Any = None, dtype: Any = None, out: Any = No
     return K.cast(q, R)
 
 
+def nanprod(p: Probe, a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = NO,
+            initial: Any = NO, where: Any = NO) -> Tracer:
+    """np.nanprod: np.prod with NaNs replaced by 1."""
+    graph = K.graph_of(a)
+    _no_out(graph, out, "numpy.nanprod")
+    x = tracer(graph, a)
+    if x.dtype.kind == "f":
+        x = K.select(K.isnan(x), K.like(x, 1), x)
+    return reduction("numpy.nanprod", "prod", x, axis, keepdims, _dtype(p), initial, where)
+
+
+def _f64_div(a: Tracer, b: Tracer, R: np.dtype) -> Tracer:
+    """numpy's in-place `a / count` of the nan-functions: divided in float64, stored in R."""
+    return K.cast(K.op(prim.DivOp, K.cast(a, np.float64), K.cast(b, np.float64)), R)
+
+
+def _nanvar(what: str, root: bool) -> Any:
+    def f(p: Probe, a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,
+          keepdims: Any = NO, *, where: Any = NO, mean: Any = NO, correction: Any = NO) -> Tracer:
+        """numpy's _nanvar: the mean over the non-NaN count, the squared deviations with NaNs as 0
+        over (count - ddof), NaN where that is <= 0 (numpy warns there). Integers: np.var / np.std."""
+        graph = K.graph_of(a)
+        x = tracer(graph, a)
+        if x.dtype.kind != "f":
+            return (std if root else var)(p, x, axis, dtype, out, ddof, keepdims, where=where, mean=mean,
+                                          correction=correction)
+        _no_out(graph, out, what)
+        if (_given(where) and where is not True) or _given(mean):
+            raise unsupported(graph, f"{what}(..., where= or mean=) is not supported on traced arrays")
+        ddof = correction if _given(correction) else ddof
+        R = _float_acc(graph, p, what)
+        axes = K.normalize_axes(graph, axis, x.ndim)
+        keep = bool(keepdims) if _given(keepdims) else False
+        nan = K.isnan(x)
+        x0 = K.cast(K.select(nan, K.like(x, 0), x), K.check_dtype(graph, R, what))
+        cnt = K.reduce("sum", K.cast(K.logical_not(nan), np.int64), axes, keepdims=True)
+        avg = _f64_div(K.reduce("sum", x0, axes, keepdims=True), cnt, R)
+        d = K.select(nan, K.like(x0, 0), call(np.subtract, (x0, avg), {}))
+        sq = K.reduce("sum", call(np.multiply, (d, d), {}), axes, keep)
+        dof = call(np.subtract, (K.reshape(cnt, sq.shape), K.constant(graph, ddof, np.int64)), {})
+        v = K.select(call(np.less_equal, (dof, K.like(dof, 0)), {}), K.like(sq, np.nan), _f64_div(sq, dof, R))
+        return call(np.sqrt, (v,), {}) if root else v
+    return f
+
+
+nanvar, nanstd = _nanvar("numpy.nanvar", False), _nanvar("numpy.nanstd", True)
+
+
 # ---------------------------------------------------------------- ufunc.reduce
 _REDUCE_KIND = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min", "fmax": "nanmax", "fmin": "nanmin",
                 "logical_and": "all", "logical_or": "any", "bitwise_and": "all", "bitwise_or": "any"}
