@@ -57,7 +57,7 @@ exp, log, sqrt, tanh = GENERATED["exp"], GENERATED["log"], GENERATED["sqrt"], GE
 #: dispatch to numpy_gathers); outside a traced function each is numpy's own answer
 NUMPY_NAMED: dict[str, Any] = {n: getattr(numpy_creation, n) for n in numpy_creation.NAMES}
 NUMPY_NAMED.update({n: getattr(np, n) for n in (
-    "take", "take_along_axis", "choose", "pad", "concatenate", "stack", "hstack", "vstack", "split", "array_split",
+    "take", "take_along_axis", "choose", "pad", "einsum", "tensordot", "prod", "concatenate", "stack", "hstack", "vstack", "split", "array_split",
     "flip", "roll", "tile", "repeat", "broadcast_to", "expand_dims", "squeeze", "moveaxis", "swapaxes", "ravel",
     "reshape", "tril", "triu", "diag", "diagonal", "trace")})
 COMPOSITES.update({n: f"numpy.{n}" for n in NUMPY_NAMED})

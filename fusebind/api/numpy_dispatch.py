@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from fusebind.api import numpy_einsum as N
 from fusebind.api import numpy_elementwise as E
 from fusebind.api import numpy_gathers as G
 from fusebind.api import numpy_joins as J
@@ -63,6 +64,11 @@ _map([np.nansum], R.nansum, "auto")
 _map([np.nanmax], R.nanmax, "auto")
 _map([np.nanmin], R.nanmin, "auto")
 _map([np.nanmean], R.nanmean, "auto")
+_map([np.prod], R.prod, "auto")
+_map([np.nanprod], R.nanprod, "auto")
+_map([np.nanvar], R.nanvar, "auto")
+_map([np.nanstd], R.nanstd, "auto")
+_map([np.einsum], N.einsum, "auto")
 _map([np.dot], L.dot, "auto")
 _map([np.vdot], L.vdot, "auto")
 _map([np.inner], L.inner, "auto")
@@ -163,10 +169,8 @@ _ADVICE: dict[str, str] = {
                                  "unique_all", "unique_counts", "unique_inverse", "unique_values", "trim_zeros",
                                  "histogram", "histogram2d", "histogramdd", "histogram_bin_edges", "bincount")},
     **{n: _NEEDS_BOOL for n in ("array_equal", "array_equiv", "allclose")},
-    **{n: "fusebind has no product reduction; compute it outside the jitted function" for n in ("prod", "nanprod")},
     **{n: "fusebind has no rounding op; round outside the jitted function" for n in ("round", "around", "fix")},
     "diagflat": "use np.diag(x.ravel(), k)",
-    "einsum": "use np.matmul, np.tensordot, np.dot or np.sum of products",
     **{n: _SOLVER for n in ("inv", "solve", "det", "slogdet", "eig", "eigh", "eigvals", "eigvalsh", "svd",
                             "svdvals", "cholesky", "qr", "lstsq", "pinv", "matrix_rank", "matrix_power", "cond",
                             "tensorinv", "tensorsolve")},

@@ -9,15 +9,12 @@ compile), plus the attention program."""
 
 from __future__ import annotations
 
-import inspect
 
 import numpy as np
 import pytest
 
 import fusebind as fb
 from api_trace_helpers import interp
-from fusebind.api import numpy_dispatch as D
-from fusebind.api import numpy_einsum as N
 from fusebind.api.trace import trace
 from fusebind.dialect import print_module
 
@@ -52,16 +49,6 @@ def _all(*xs):
 
 
 ARGS = [x for _, *ops in CASES for x in ops]
-
-
-@pytest.fixture(autouse=True)
-def _einsum_mapped(monkeypatch: pytest.MonkeyPatch):
-    """np.einsum's numpy_dispatch entry (one line the coordinator adds there), for this test only
-    (the README table test reads the live table); a no-op once the line is there."""
-    if np.einsum not in D.TABLE:
-        monkeypatch.setitem(D.TABLE, np.einsum, (N.einsum, "auto"))
-        monkeypatch.setitem(D._SIGNATURES, N.einsum, inspect.signature(N.einsum))
-    yield
 
 
 def _close(got, want, what):
