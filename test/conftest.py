@@ -15,6 +15,8 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
 _OWN_CACHE: list[str] = []
 
 
@@ -31,3 +33,22 @@ def pytest_configure(config: object) -> None:
 def pytest_unconfigure(config: object) -> None:
     for path in _OWN_CACHE:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def c_library(tmp_path):
+    """`c_library(name, source)`: `source` compiled by `cc` into `tmp_path/lib<name>.so` (its path);
+    the test is skipped, with the reason, when the host has no C compiler."""
+    import subprocess
+
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler (cc) on PATH to build the shared library")
+
+    def build(name: str, source: str):
+        src = tmp_path / f"{name}.c"
+        src.write_text(source)
+        lib = tmp_path / f"lib{name}.so"
+        subprocess.run([cc, "-O2", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True, timeout=120)
+        return lib
+    return build

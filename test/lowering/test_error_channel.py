@@ -10,10 +10,7 @@ error, and ABI v1 kernels unchanged.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -293,14 +290,8 @@ void take_v2(memref2f *x, memref1l *idx, memref1f *out, memref1l *status) {
 """
 
 
-def test_c_kernel_of_abi_v2_binds_and_raises(tmp_path: Path) -> None:
-    cc = shutil.which("cc")
-    if cc is None:
-        pytest.skip("no C compiler (cc) on PATH")
-    src = tmp_path / "take_v2.c"
-    src.write_text(C_TAKE)
-    lib = tmp_path / "libtake_v2.so"
-    subprocess.run([cc, "-O2", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+def test_c_kernel_of_abi_v2_binds_and_raises(c_library) -> None:
+    lib = c_library("take_v2", C_TAKE)
     sig = KernelSignature(((DType.F32, 2), (DType.I64, 1)), ((DType.F32, 1),), status=True)
     kernel = Kernel.from_library(lib, "take_v2", signature=sig, checks=("axis 0 of my_take",))
     with isolated_global_state():

@@ -5,9 +5,6 @@ runs through the same ABI."""
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -145,14 +142,8 @@ void axpy2(memref1f *a, memref1f *b, memref1f *out) {
 """
 
 
-def test_c_kernel_binds_and_runs_like_an_llvm_kernel(tmp_path: Path) -> None:
-    cc = shutil.which("cc")
-    if cc is None:
-        pytest.skip("no C compiler (cc) on PATH")
-    src = tmp_path / "axpy2.c"
-    src.write_text(C_KERNEL)
-    lib = tmp_path / "libaxpy2.so"
-    subprocess.run([cc, "-O2", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+def test_c_kernel_binds_and_runs_like_an_llvm_kernel(c_library) -> None:
+    lib = c_library("axpy2", C_KERNEL)
     sig = KernelSignature(((DType.F32, 1), (DType.F32, 1)), ((DType.F32, 1),))
     kernel = Kernel.from_library(lib, "axpy2", signature=sig)
     a = np.arange(10, dtype=np.float32)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -152,14 +151,8 @@ C_KERNEL = textwrap.dedent(
 )
 
 
-def test_kernel_from_library_compiled_with_cc(tmp_path: Path) -> None:
-    cc = shutil.which("cc")
-    if cc is None:
-        pytest.skip("no C compiler `cc` on PATH to build the shared library")
-    src = tmp_path / "add.c"
-    src.write_text(C_KERNEL)
-    lib = tmp_path / "libadd.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(lib), str(src)], check=True, timeout=120)
+def test_kernel_from_library_compiled_with_cc(c_library) -> None:
+    lib = c_library("add", C_KERNEL)
     kernel = Kernel.from_library(lib, "add_f32", signature=SIG)
     assert kernel.source == f"lib:{lib}:add_f32"
     a = np.arange(10, dtype=np.float32)
