@@ -31,10 +31,6 @@ from fusebind.dialect.scalar import ScalarBuilder
 
 _MATH_DTYPES: frozenset[str] = frozenset({"f32", "f64"})  # the fast-math functions' element types
 # the upstream `math` op of each function, for a text builder without fast math
-_MLIR_MATH = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2", "arcsinh": "asinh",
-              "arccosh": "acosh", "arctanh": "atanh"}
-
-
 def _hypot_composed(b: ScalarBuilder, x: Any, y: Any) -> Any:
     """hi * sqrt(1 + (lo/hi)**2) (no overflow), 0 for two zeros, inf if either is infinite (numpy)."""
     e = b.elem(x)
@@ -124,22 +120,11 @@ _COMPOSED = {"hypot": _hypot_composed, "cbrt": _cbrt_composed, "log1p": _log1p_c
 
 
 def _fast_call(b: ScalarBuilder, fn: str, *args: Any) -> Any:
-    """`fn` (a numpy ufunc name) of the handles `args`, on whichever builder `b` is."""
-    method = getattr(b, fn, None)
-    if callable(method):
-        return method(*args)
-    if not isinstance(args[0], str):  # NumpyScalarBuilder: handles are arrays, numpy's values
-        dtype = np.asarray(args[0]).dtype
-        with np.errstate(all="ignore"):
-            return np.asarray(getattr(np, fn)(*args)).astype(dtype)
-    elem = b.elem(args[0])
-    types = ", ".join([elem] * len(args))
-    if getattr(b, "_fastmath", None) is None:  # text without fast math: upstream math ops
-        if fn in _COMPOSED:
-            return _COMPOSED[fn](b, *args)
-        return b._op(f"math.{_MLIR_MATH.get(fn, fn)} {', '.join(args)} : {elem}", elem)  # type: ignore[attr-defined]
-    b.called.add((fn, elem))  # type: ignore[attr-defined]
-    return b._op(f"func.call @__fb_{fn}_{elem}({', '.join(args)}) : ({types}) -> {elem}", elem)  # type: ignore[attr-defined]
+    """`fn` (a numpy ufunc name) of the handles `args`: the builder's own form (`ScalarBuilder.math`:
+    numpy's value, a fast-math call, an upstream math op), or, when it has none, this module's
+    composition of its primitives (`_COMPOSED`)."""
+    r = b.math(fn, *args)
+    return _COMPOSED[fn](b, *args) if r is None else r
 
 
 class MathUnaryOp(FloatUnaryOp):

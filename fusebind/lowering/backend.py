@@ -84,7 +84,7 @@ def host_fastmath(ldexp: bool | None = None) -> FastMath | None:
         return None
 
     def name_of(fn: str, elem: str) -> str | None:
-        if fn in fastmath.FASTMATH_FUNCTIONS and elem in fastmath.ELEMENT_TYPES:
+        if fastmath.has_function(fn, elem):
             return fastmath.function_name(fn, elem)
         return None
 

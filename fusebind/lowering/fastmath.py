@@ -105,11 +105,16 @@ def definitions(needed: Iterable[tuple[str, str]], *, ldexp: bool = False) -> st
                    else _define(fn, elem, ldexp) for fn, elem in wanted)
 
 
+def has_function(fn: str, elem: str) -> bool:
+    """Is there a fast-math definition of `fn` on `elem` (this module's or fastmath_trig's)?"""
+    return (fn in FASTMATH_FUNCTIONS or fn in _trig.TRIG_FUNCTIONS) and elem in ELEMENT_TYPES
+
+
 def _check(fn: str, elem: str) -> None:
-    if fn not in FASTMATH_FUNCTIONS:
+    if fn not in FASTMATH_FUNCTIONS and fn not in _trig.TRIG_FUNCTIONS:
         raise FastMathError(
             f"fastmath: no approximation for {fn!r}; "
-            f"available: {', '.join(sorted(FASTMATH_FUNCTIONS))}"
+            f"available: {', '.join(sorted({*FASTMATH_FUNCTIONS, *_trig.TRIG_FUNCTIONS}))}"
         )
     if elem not in ELEMENT_TYPES:
         raise FastMathError(

@@ -74,6 +74,13 @@ def int_literal(value: int | bool, elem: str) -> str:
     return str(v)
 
 
+#: numpy ufunc -> the upstream `math` op that lowers it well without fast math (the others, such as
+#: log1p as log(1 + x), are composed by their op from primitives instead)
+_UPSTREAM_MATH: dict[str, str] = {
+    "sin": "sin", "cos": "cos", "tan": "tan", "arcsin": "asin", "arccos": "acos", "arctan": "atan",
+    "arctan2": "atan2", "sinh": "sinh", "cosh": "cosh", "exp2": "exp2", "log2": "log2", "log10": "log10"}
+
+
 class TextScalarBuilder:
     """Appends scalar ops to `lines`; values are SSA names, their element type in `types`."""
 
@@ -318,6 +325,16 @@ class TextScalarBuilder:
             return self._op(f"func.call @{symbol}({', '.join(args)}) : ({types}) -> {e}", e)
         op = {"pow": "powf"}.get(fn, fn)
         return self._op(f"math.{op} {', '.join(args)} : {e}", e)
+
+    def math(self, fn: str, *args: str) -> str | None:
+        """numpy's ufunc `fn` (sin, arctan2, ...): a call of its fast-math definition when the
+        emitter has one, else the upstream `math` op that lowers well, else None (the op composes
+        it from this builder's primitives: `dialect/prim_math.py`)."""
+        e = self._float(args[0], fn)
+        if self._fastmath and self._fastmath(fn, e):
+            return self._math(fn, *args)
+        upstream = _UPSTREAM_MATH.get(fn)
+        return None if upstream is None else self._op(f"math.{upstream} {', '.join(args)} : {e}", e)
 
     def exp(self, x: str) -> str:
         return self._math("exp", x)
