@@ -27,6 +27,7 @@ from fusebind.api import numpy_gathers as G
 from fusebind.api import numpy_joins as J
 from fusebind.api import numpy_linalg as L
 from fusebind.api import numpy_reductions as R
+from fusebind.api import numpy_scans as C
 from fusebind.api import numpy_shapes as S
 from fusebind.api.numpy_kernels import graph_of, unsupported
 from fusebind.api.numpy_probe import check, probe
@@ -68,6 +69,12 @@ _map([np.prod], R.prod, "auto")
 _map([np.nanprod], R.nanprod, "auto")
 _map([np.nanvar], R.nanvar, "auto")
 _map([np.nanstd], R.nanstd, "auto")
+_map([np.cumsum], C.cumsum, "auto")
+_map([np.cumprod], C.cumprod, "auto")
+_map([np.nancumsum], C.nancumsum, "auto")
+_map([np.nancumprod], C.nancumprod, "auto")
+_map([np.cumulative_sum], C.cumulative_sum, "auto")
+_map([np.cumulative_prod], C.cumulative_prod, "auto")
 _map([np.einsum], N.einsum, "auto")
 _map([np.dot], L.dot, "auto")
 _map([np.vdot], L.vdot, "auto")
@@ -153,7 +160,6 @@ _map([np.polyval], E.polyval, "small")
 
 _SIGNATURES = {impl: inspect.signature(impl) for impl, _ in TABLE.values() if impl is not None}
 
-_NO_SCAN = "fusebind has no scan op; compute it outside the jitted function"
 _NO_SORT = "fusebind has no sort op; sort outside the jitted function"
 _VALUE_SHAPE = "its result's shape depends on the values, which a trace does not have"
 _NEEDS_BOOL = ("it returns a Python bool, which needs the values; compare inside (np.all(x == y) is a traced "
@@ -161,7 +167,6 @@ _NEEDS_BOOL = ("it returns a Python bool, which needs the values; compare inside
 _SOLVER = "fusebind has no linear-algebra solver or decomposition; call it outside the jitted function"
 _WRITES = "writes into its argument in place (and returns None), and traced arrays are immutable"
 _ADVICE: dict[str, str] = {
-    **{n: _NO_SCAN for n in ("cumsum", "cumprod", "cumulative_sum", "cumulative_prod", "nancumsum", "nancumprod")},
     **{n: _NO_SORT for n in ("sort", "argsort", "partition", "argpartition", "lexsort", "sort_complex", "median",
                              "percentile", "quantile", "nanmedian", "nanpercentile", "nanquantile",
                              "searchsorted")},
