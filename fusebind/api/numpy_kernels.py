@@ -248,32 +248,7 @@ def reduce(kind: str, x: Tracer, axes: Sequence[int], keepdims: bool = False) ->
     return x.graph.add(cls(x.value, list(axes), bool(keepdims)))
 
 
-def arg_reduce(kind: str, x: Tracer, axis: int, keepdims: bool) -> Tracer:
-    """numpy argmax / argmin over one normalized axis: the first index of the
-    extreme value, or of the first NaN when there is one (int64)."""
-    graph = x.graph
-    n = x.shape[axis]
-    if n == 0:
-        raise value_error(graph, f"attempt to get {kind} of an empty sequence")
-    m = reduce("max" if kind == "argmax" else "min", x, (axis,), keepdims=True)
-    hit = compare("eq", x, m)
-    if x.dtype.kind == "f":  # m is NaN exactly when the slice holds one: then find the first NaN
-        hit = select(isnan(m), isnan(x), hit)
-    iota = np.arange(n, dtype=np.int64).reshape([n if i == axis else 1 for i in range(x.ndim)])
-    idx = select(hit, constant(graph, iota, np.int64), constant(graph, n, np.int64))
-    return reduce("min", idx, (axis,), keepdims)
-
-
 # ---------------------------------------------------------------- gathers
-#: kept for at.py's one-hot scatter bound (a scatter is still built from selects); gathers have no limit
-GATHER_LIMIT = 1 << 24
-
-#: whether a traced index computed inside the function (not read from an argument) is accepted:
-#: its range is checked in the kernel (Emitter.checked_index, the kernel ABI v2 error channel)
-#: and by the op's reference on arm 0
-COMPUTED_INDICES = True
-
-
 def argument_of(graph: Graph, t: Tracer) -> int | None:
     """The position of the jitted function's argument whose values are exactly t's values
     (t is it, or a reshape / transpose / broadcast / int64 widening of it), or None (t is
@@ -318,7 +293,8 @@ def traced_indices(x: Tracer, axis: int, idx: Tracer, what: str,
     """Traced indices of `x`'s `axis`, as i32 / i64, and whether they are in bounds by a call-time
     check: indices read from an argument get one (its error names the argument and the first bad
     index, numpy's IndexError as fb.IndexOutOfBounds, the same on every arm); computed ones are
-    checked where they are read, in the kernel or by the op's reference (COMPUTED_INDICES)."""
+    checked where they are read: in the kernel (Emitter.checked_index, the kernel ABI v2 error
+    channel) or by the op's reference on arm 0."""
     graph = x.graph
     if idx.dtype.kind not in "ib":
         raise from_numpy_error(graph, IndexError("arrays used as indices must be of integer (or boolean) type"), what)
@@ -326,13 +302,7 @@ def traced_indices(x: Tracer, axis: int, idx: Tracer, what: str,
         idx = cast(idx, np.int64)  # numpy reads a bool index array of take as 0 / 1
     position = argument_of(graph, idx)
     if position is None:
-        if COMPUTED_INDICES:
-            return idx, False
-        raise unsupported(graph, f"{what} with traced indices computed inside the function: fusebind cannot check "
-                                 "their range inside a kernel yet, and an out-of-range index must raise rather "
-                                 "than give a value; pass the indices as an argument of the jitted function "
-                                 "(reshaped, transposed or broadcast at most: checked before each call) or as a "
-                                 "constant")
+        return idx, False
     n, pre, shown = x.shape[axis], prefix(graph), axis if shown_axis is None else shown_axis
     graph.checks.append(range_check(graph, position, -n, n, lambda i, where: IndexOutOfBounds(
         f"{pre}{what}: index {i} is out of bounds for axis {shown} with size {n} ({where})")))
