@@ -173,6 +173,13 @@ def _concat(graph: Graph, op: Any, ins: Sequence[Operand], size: int) -> Tracer:
     return _create(graph, op, xs, (size, *_per_example(op)), _with_axis(op, op.axis_value() + 1))
 
 
+def _scan(graph: Graph, op: Any, ins: Sequence[Operand], size: int) -> Tracer:
+    """cumsum / cumprod per example: the same scan, one axis further."""
+    ((x, batched),) = ins
+    x = _full(graph, x, batched, size)
+    return _create(graph, op, [x], (size, *_per_example(op)), _with_axis(op, op.axis_value() + 1))
+
+
 def _gather(graph: Graph, op: Any, ins: Sequence[Operand], size: int) -> Tracer:
     """np.take(x, idx, axis) per example."""
     (x, bx), (idx, bi) = ins
@@ -229,6 +236,7 @@ def _move_to_front(graph: Graph, t: Tracer, axis: int) -> Tracer:
 _BY_KIND: dict[str, Rule] = {
     "transpose": _transpose, "reshape": _reshape_rule, "broadcast_to": _broadcast_to, "slice": _slice,
     "matmul": _matmul, "concat": _concat, "gather": _gather, "take_along": _take_along, "scatter": _scatter,
+    "scan": _scan,
 }
 
 #: ops with no batching rule, by KIND, and why (an UnsupportedOperation says so when one is batched).

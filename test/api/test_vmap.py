@@ -399,3 +399,12 @@ def test_errors_inside_a_trace_are_the_same() -> None:
             "fusebind.vmap: in_axes maps the argument 'y' of 'f2' along axis 0, which needs rank at least 1, but "
             "it has rank 0 (float64[]); give it in_axes None")):
         fb.jit(lambda a, s: fb.vmap(f2)(a, s))(X, 2.0)  # a Python scalar argument: a 0-d weak tracer
+
+
+def test_a_batched_cumsum_scans_each_example() -> None:
+    x = np.arange(24, dtype=np.int64).reshape(4, 2, 3) - 7
+    f = fb.vmap(lambda a: (np.cumsum(a, axis=1), np.cumprod(a, axis=0)))
+    want = (np.stack([np.cumsum(e, axis=1) for e in x]), np.stack([np.cumprod(e, axis=0) for e in x]))
+    for g, w in zip(fb.jit(f)(x), want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
