@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fusebind.dialect.prim_structured import TransposeOp, reduced_shape
-from fusebind.lowering import accumulate, accumulate_arg, emit_concat, emit_gather, emit_scatter
+from fusebind.lowering import accumulate, accumulate_arg, emit_concat, emit_gather, emit_scan, emit_scatter
 from fusebind.lowering.index_checks import emit_index_check
 from fusebind.lowering.linalg_types import (Dim, Value, broadcast_dims, element_name, flag, ints, op_attr, op_kind,
                                             read_by_maps, shape_of, storage, ttype)
@@ -488,6 +488,8 @@ def emit_op(em: Emitter, op: Any, args: list[Value], axis_shift: int = 0) -> Val
         return emit_concat.emit(em, op, args, rtype)
     if kind in emit_scatter.KINDS:
         return emit_scatter.emit(em, op, args, rtype)
+    if kind in emit_scan.KINDS:
+        return emit_scan.emit(em, op, args, rtype)
     if kind == "constant":
         return em.constant(op, rtype)
     if kind == "matmul":

@@ -1,0 +1,71 @@
+"""The lowering of `prim.scan` (np.cumsum / np.cumprod along one axis) inside a fused region.
+
+Not an index map: element j along the axis needs every element before it. One `scf.for` over the
+axis carries the running value (a tensor of the other dims, first the identity 0 or 1) and the
+result: each iteration extracts slice i of the operand (`tensor.extract_slice`, rank-reducing),
+combines it with the running value elementwise (one `linalg.generic` over the other dims) and
+inserts the new running value as slice i of the result. Each element so gets
+`((x0 + x1) + x2) + ...`: numpy's sequential order, exactly, for floats (one add per step, nothing
+to reassociate) and integers (arith's adds and muls wrap as numpy's do). An empty axis is a
+zero-trip loop: the result is the empty tensor.
+
+Must not: import `emitter` (it imports this module); use `em`'s methods and `linalg_types`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fusebind.lowering.linalg_types import Dim, Value, op_attr, ttype
+from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder
+
+KINDS: frozenset[str] = frozenset({"scan"})
+
+#: the arith op of each kind, by element type (float, integer)
+_COMBINE = {"sum": ("arith.addf", "arith.addi"), "prod": ("arith.mulf", "arith.muli")}
+
+
+def _size(em: Any, d: Dim) -> str:
+    return d if isinstance(d, str) else em.index(d)
+
+
+def emit(em: Any, op: Any, args: list[Value], result_type: Any) -> Value:
+    kind = str(op_attr(op, "kind").data)
+    axis = int(op_attr(op, "axis").value.data)
+    if kind not in _COMBINE:
+        raise ScalarEmitError(f"{op.name}: kind '{kind}' has no lowering")
+    (x,) = args
+    elem, shape = x.elem, list(x.shape)
+    t = ttype(shape, elem)
+    combine = _COMBINE[kind][0 if elem.startswith("f") else 1]
+    b = TextScalarBuilder(em.fresh, None)
+    identity = b.constant(0 if kind == "sum" else 1, elem)
+    em.lines.extend(b.lines)
+
+    # the other dims, outermost first (any order gives each element the same sequence of combines)
+    others = [k for k in range(len(shape)) if k != axis]
+    ivs = {k: em.fresh("j") for k in range(len(shape))}
+    carried = em.empty(shape, elem)
+    results = []
+    for k in others:
+        res, acc = em.fresh("r"), em.fresh("y")
+        em.lines.append(f"{res} = scf.for {ivs[k]} = {em.index(0)} to {_size(em, shape[k])} step {em.index(1)} "
+                        f"iter_args({acc} = {carried}) -> ({t}) {{")
+        results.append(res)
+        carried = acc
+    scan, run, out = em.fresh("scan"), em.fresh("run"), em.fresh("t")
+    em.lines.append(f"{scan}:2 = scf.for {ivs[axis]} = {em.index(0)} to {_size(em, shape[axis])} step {em.index(1)} "
+                    f"iter_args({run} = {identity}, {out} = {carried}) -> ({elem}, {t}) {{")
+    at = ", ".join(ivs[k] for k in range(len(shape)))
+    v, c, put = em.fresh("v"), em.fresh("c"), em.fresh("w")
+    em.lines.append(f"{v} = tensor.extract {x.name}[{at}] : {t}")
+    em.lines.append(f"{c} = {combine} {run}, {v} : {elem}")  # running value first, no fast-math: numpy's order
+    em.lines.append(f"{put} = tensor.insert {c} into {out}[{at}] : {t}")
+    em.lines.append(f"scf.yield {c}, {put} : {elem}, {t}")
+    em.lines.append("}")
+    inner = f"{scan}#1"
+    for res in reversed(results):
+        em.lines.append(f"scf.yield {inner} : {t}")
+        em.lines.append("}")
+        inner = res
+    return Value(inner, shape, elem)

@@ -1,0 +1,37 @@
+// prim.scan in a fused region (issue 14): an scf.for nest over the other dims, then one over the
+// axis carrying the running value (first the identity) and the result; each step extracts the
+// element, combines running-value-first (numpy's sequential order, no fast-math flags) and inserts
+// it. No memref.copy and no malloc in the LLVM IR.
+// RUN: fusebind-opt %s -p lower-to-linalg | filecheck %s
+// RUN: fusebind-opt %s -p lower-to-linalg | %python -m fusebind.lowering.mlir_check | filecheck %s --check-prefix=UPSTREAM
+// RUN: fusebind-opt %s -p lower-to-llvm | filecheck %s --check-prefix=LLVM
+// UPSTREAM: ok: upstream MLIR parsed and verified
+// CHECK-LABEL: func.func @fb_cs_0(%in0: memref<4x6xf32>, %out0: memref<4x6xf32>)
+// CHECK: %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: scf.for %[[J:.*]] = %idx0 to %idx4 step %idx1 iter_args
+// CHECK: %{{.*}}, %{{.*}} = scf.for %[[I:.*]] = %idx0 to %idx6 step %idx1 iter_args(%[[ACC:.*]] = %[[Z]], %[[T:.*]] = %{{.*}}) -> (f32, tensor<4x6xf32>)
+// CHECK: %[[V:.*]] = tensor.extract %{{.*}}[%[[J]], %[[I]]] : tensor<4x6xf32>
+// CHECK: %[[C:.*]] = arith.addf %[[ACC]], %[[V]] : f32
+// CHECK: tensor.insert %[[C]] into %[[T]][%[[J]], %[[I]]] : tensor<4x6xf32>
+// CHECK: arith.mulf
+// CHECK-LABEL: func.func @fb_cp_1
+// CHECK: arith.constant 1 : i64
+// CHECK: arith.muli
+// CHECK-NOT: prim.
+// LLVM: define void @fb_cs_0(
+// LLVM-NOT: @malloc
+// LLVM-NOT: @memrefCopy
+func.func @main(%a: tensor<4x6xf32>, %b: tensor<5xi64>) -> (tensor<4x6xf32>, tensor<5xi64>) {
+  %r = fused.region @cs (%a) : (tensor<4x6xf32>) -> tensor<4x6xf32> {
+  ^bb0(%x: tensor<4x6xf32>):
+    %s = prim.scan %x {kind = "sum", axis = 1} : tensor<4x6xf32> -> tensor<4x6xf32>
+    %m = prim.mul %s, %x : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+    fused.yield %m : tensor<4x6xf32>
+  }
+  %q = fused.region @cp (%b) : (tensor<5xi64>) -> tensor<5xi64> {
+  ^bb0(%y: tensor<5xi64>):
+    %p = prim.scan %y {kind = "prod", axis = 0} : tensor<5xi64> -> tensor<5xi64>
+    fused.yield %p : tensor<5xi64>
+  }
+  func.return %r, %q : tensor<4x6xf32>, tensor<5xi64>
+}
