@@ -42,8 +42,9 @@ def scan(what: str, kind: str, a: Any, axis: Any, R: np.dtype, nan: bool = False
     R = K.check_dtype(graph, R, what)
     if nan and x.dtype.kind == "f":
         x = K.select(K.isnan(x), K.like(x, 0 if kind == "sum" else 1), x)
-    if axis is None:
+    if axis is None or x.ndim == 0:  # numpy scans a 0-d array as its 1-element ravel, whatever the axis
         x = K.reshape(x, (x.size,))
+    if axis is None:
         ax = 0
     else:
         (ax,) = K.normalize_axes(graph, axis, x.ndim)

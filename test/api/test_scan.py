@@ -176,3 +176,12 @@ def test_the_scan_lowering_is_numpys_answer_bit_for_bit_in_a_fused_region(object
         assert g.dtype == w.dtype and g.shape == w.shape, name
         np.testing.assert_array_equal(g, w, err_msg=name)
     assert f.stats.arms.arm0_calls == 0 and f.stats.arms.fused_calls == 5, f.stats
+
+
+def test_a_zero_d_array_scans_as_its_ravel_for_any_axis_numpy_accepts() -> None:
+    s = np.array(2.5, np.float32)
+    f = fb.jit(lambda x: (np.cumsum(x, axis=0), np.cumprod(x, axis=-1), np.cumulative_sum(x, axis=0), np.cumsum(x)))
+    for got, want in zip(f(s), (np.cumsum(s, axis=0), np.cumprod(s, axis=-1), np.cumulative_sum(s, axis=0),
+                                np.cumsum(s))):
+        assert got.dtype == want.dtype and got.shape == want.shape == (1,)
+        np.testing.assert_array_equal(got, want)
