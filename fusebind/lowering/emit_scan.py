@@ -39,7 +39,9 @@ def emit(em: Any, op: Any, args: list[Value], result_type: Any) -> Value:
     t = ttype(shape, elem)
     combine = _COMBINE[kind][0 if elem.startswith("f") else 1]
     b = TextScalarBuilder(em.fresh, None)
-    identity = b.constant(0 if kind == "sum" else 1, elem)
+    # -0.0 for a float sum: -0.0 + v is v for every v (0.0 + -0.0 would be 0.0, and numpy's first
+    # element is x[0] itself)
+    identity = b.constant((-0.0 if elem.startswith("f") else 0) if kind == "sum" else 1, elem)
     em.lines.extend(b.lines)
 
     # the other dims, outermost first (any order gives each element the same sequence of combines)

@@ -7,7 +7,7 @@
 // RUN: fusebind-opt %s -p lower-to-llvm | filecheck %s --check-prefix=LLVM
 // UPSTREAM: ok: upstream MLIR parsed and verified
 // CHECK-LABEL: func.func @fb_cs_0(%in0: memref<4x6xf32>, %out0: memref<4x6xf32>)
-// CHECK: %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[Z:.*]] = arith.constant -0.000000e+00 : f32
 // CHECK: scf.for %[[J:.*]] = %idx0 to %idx4 step %idx1 iter_args
 // CHECK: %{{.*}}, %{{.*}} = scf.for %[[I:.*]] = %idx0 to %idx6 step %idx1 iter_args(%[[ACC:.*]] = %[[Z]], %[[T:.*]] = %{{.*}}) -> (f32, tensor<4x6xf32>)
 // CHECK: %[[V:.*]] = tensor.extract %{{.*}}[%[[J]], %[[I]]] : tensor<4x6xf32>
