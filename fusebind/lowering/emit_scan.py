@@ -1,13 +1,15 @@
 """The lowering of `prim.scan` (np.cumsum / np.cumprod along one axis) inside a fused region.
 
-Not an index map: element j along the axis needs every element before it. One `scf.for` over the
-axis carries the running value (a tensor of the other dims, first the identity 0 or 1) and the
-result: each iteration extracts slice i of the operand (`tensor.extract_slice`, rank-reducing),
-combines it with the running value elementwise (one `linalg.generic` over the other dims) and
-inserts the new running value as slice i of the result. Each element so gets
-`((x0 + x1) + x2) + ...`: numpy's sequential order, exactly, for floats (one add per step, nothing
-to reassociate) and integers (arith's adds and muls wrap as numpy's do). An empty axis is a
-zero-trip loop: the result is the empty tensor.
+Not an index map: element j along the axis needs every element before it. Scalar loops
+(`scf.for` nests carrying the result tensor, `tensor.extract` / `tensor.insert`: no copy, no
+malloc, nothing that calls the C runner library):
+- the last axis: the axis loop is innermost and carries the running value (first the identity);
+- another axis: the loops run in C order (the axis loop walks whole rows, not one stride per
+  step), and each element combines the result's previous element along the axis (read back; the
+  identity at 0) with its own.
+Each element so gets `((x0 + x1) + x2) + ...`: numpy's sequential order, exactly, for floats
+(one combine per step, no fast-math flags; a float sum starts from -0.0, so x0 = -0.0 stays -0.0)
+and integers (arith's adds and muls wrap as numpy's do). An empty dim is a zero-trip loop.
 
 Must not: import `emitter` (it imports this module); use `em`'s methods and `linalg_types`.
 """
@@ -44,6 +46,8 @@ def emit(em: Any, op: Any, args: list[Value], result_type: Any) -> Value:
     identity = b.constant((-0.0 if elem.startswith("f") else 0) if kind == "sum" else 1, elem)
     em.lines.extend(b.lines)
 
+    if axis != len(shape) - 1:
+        return _c_order(em, x, axis, combine, identity)
     # the other dims, outermost first (any order gives each element the same sequence of combines)
     others = [k for k in range(len(shape)) if k != axis]
     ivs = {k: em.fresh("j") for k in range(len(shape))}
@@ -66,6 +70,43 @@ def emit(em: Any, op: Any, args: list[Value], result_type: Any) -> Value:
     em.lines.append(f"scf.yield {c}, {put} : {elem}, {t}")
     em.lines.append("}")
     inner = f"{scan}#1"
+    for res in reversed(results):
+        em.lines.append(f"scf.yield {inner} : {t}")
+        em.lines.append("}")
+        inner = res
+    return Value(inner, shape, elem)
+
+
+def _c_order(em: Any, x: Value, axis: int, combine: str, identity: str) -> Value:
+    """A scan along a dim that is not the last: loops in C order (the axis loop walking whole rows,
+    not a stride per step), each element combining the result's previous element along the axis
+    (read back from the carried result; the identity at 0) with its own. Same combines, same order."""
+    elem, shape = x.elem, list(x.shape)
+    t = ttype(shape, elem)
+    ivs = [em.fresh("j") for _ in shape]
+    carried = em.empty(shape, elem)
+    results = []
+    for k, d in enumerate(shape):
+        res, acc = em.fresh("r"), em.fresh("y")
+        em.lines.append(f"{res} = scf.for {ivs[k]} = {em.index(0)} to {_size(em, d)} step {em.index(1)} "
+                        f"iter_args({acc} = {carried}) -> ({t}) {{")
+        results.append(res)
+        carried = acc
+    i = ivs[axis]
+    first, back, prev_i, raw, prev = (em.fresh(h) for h in ("z", "m", "q", "o", "p"))
+    em.lines.append(f"{first} = arith.cmpi eq, {i}, {em.index(0)} : index")
+    em.lines.append(f"{back} = arith.subi {i}, {em.index(1)} : index")
+    em.lines.append(f"{prev_i} = arith.select {first}, {em.index(0)}, {back} : index")
+    at = ", ".join(ivs)
+    at_prev = ", ".join(prev_i if k == axis else iv for k, iv in enumerate(ivs))
+    # at i = 0 this reads the result's element 0 before it is written; the select discards it
+    em.lines.append(f"{raw} = tensor.extract {carried}[{at_prev}] : {t}")
+    em.lines.append(f"{prev} = arith.select {first}, {identity}, {raw} : {elem}")
+    v, c, put = em.fresh("v"), em.fresh("c"), em.fresh("w")
+    em.lines.append(f"{v} = tensor.extract {x.name}[{at}] : {t}")
+    em.lines.append(f"{c} = {combine} {prev}, {v} : {elem}")  # running value first, no fast-math: numpy's order
+    em.lines.append(f"{put} = tensor.insert {c} into {carried}[{at}] : {t}")
+    inner = put
     for res in reversed(results):
         em.lines.append(f"scf.yield {inner} : {t}")
         em.lines.append("}")

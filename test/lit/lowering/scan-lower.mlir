@@ -17,11 +17,18 @@
 // CHECK-LABEL: func.func @fb_cp_1
 // CHECK: arith.constant 1 : i64
 // CHECK: arith.muli
+// A scan along a dim that is not the last loops in C order and reads back the previous element:
+// CHECK-LABEL: func.func @fb_c0_2
+// CHECK: %[[F:.*]] = arith.cmpi eq, %[[I0:.*]], %idx0 : index
+// CHECK: %[[P:.*]] = tensor.extract %{{.*}} : tensor<4x6xf32>
+// CHECK: %[[R:.*]] = arith.select %[[F]], %{{.*}}, %[[P]] : f32
+// CHECK: %[[X:.*]] = tensor.extract %{{.*}} : tensor<4x6xf32>
+// CHECK: arith.addf %[[R]], %[[X]] : f32
 // CHECK-NOT: prim.
 // LLVM: define void @fb_cs_0(
 // LLVM-NOT: @malloc
 // LLVM-NOT: @memrefCopy
-func.func @main(%a: tensor<4x6xf32>, %b: tensor<5xi64>) -> (tensor<4x6xf32>, tensor<5xi64>) {
+func.func @main(%a: tensor<4x6xf32>, %b: tensor<5xi64>) -> (tensor<4x6xf32>, tensor<5xi64>, tensor<4x6xf32>) {
   %r = fused.region @cs (%a) : (tensor<4x6xf32>) -> tensor<4x6xf32> {
   ^bb0(%x: tensor<4x6xf32>):
     %s = prim.scan %x {kind = "sum", axis = 1} : tensor<4x6xf32> -> tensor<4x6xf32>
@@ -33,5 +40,10 @@ func.func @main(%a: tensor<4x6xf32>, %b: tensor<5xi64>) -> (tensor<4x6xf32>, ten
     %p = prim.scan %y {kind = "prod", axis = 0} : tensor<5xi64> -> tensor<5xi64>
     fused.yield %p : tensor<5xi64>
   }
-  func.return %r, %q : tensor<4x6xf32>, tensor<5xi64>
+  %c = fused.region @c0 (%a) : (tensor<4x6xf32>) -> tensor<4x6xf32> {
+  ^bb0(%z: tensor<4x6xf32>):
+    %s0 = prim.scan %z {kind = "sum", axis = 0} : tensor<4x6xf32> -> tensor<4x6xf32>
+    fused.yield %s0 : tensor<4x6xf32>
+  }
+  func.return %r, %q, %c : tensor<4x6xf32>, tensor<5xi64>, tensor<4x6xf32>
 }
