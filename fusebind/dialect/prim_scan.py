@@ -10,7 +10,9 @@ int64 on numpy 2). `axis` is normalized (0 <= axis < rank); a rank-0 operand has
 (the API flattens it first, as `axis=None` does).
 
 Its category is `ShapeOp` for the executor's sake: a lone scan runs its numpy reference (there is
-no static scan kernel), and it is not an index map, so it never joins an elementwise region.
+no static scan kernel: `runtime/resolve.static_attrs` would have to key one by kind and axis), and
+it is not an index map, so the fusion rules do not put it in an elementwise region. Inside a
+fused region it lowers to scalar loops in numpy's order (`lowering/emit_scan.py`).
 """
 
 from __future__ import annotations
