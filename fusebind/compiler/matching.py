@@ -75,3 +75,20 @@ def op_kind(op: Operation | None) -> str | None:
 def in_block_order(state: MatchState, ops: Collection[Operation]) -> tuple[Operation, ...]:
     """`ops` without repeats, in block order (how a `Candidate` holds them)."""
     return tuple(sorted(set(ops), key=state.graph.index.__getitem__))
+
+
+def private_producers(state: MatchState, root: Operation, accept: Callable[[Operation], bool],
+                      taken: Collection[Operation]) -> list[Operation]:
+    """`root` and, transitively, the free producers `accept` allows whose every user is already
+    collected (a prologue no op outside it reads), up to `state.max_ops` ops; `root` first."""
+    g = state.graph
+    members: list[Operation] = [root]
+    stack = [root]
+    while stack and len(members) < state.max_ops:
+        cur = stack.pop()
+        for p in g.producers(cur):
+            if (accept(p) and state.free(p) and p not in taken and p not in members
+                    and all(u in members for u in g.users(p)) and len(members) < state.max_ops):
+                members.append(p)
+                stack.append(p)
+    return members

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from xdsl.ir import Operation
 
-from fusebind.compiler.matching import Candidate, MatchState, in_block_order
+from fusebind.compiler.matching import Candidate, MatchState, in_block_order, private_producers
 from fusebind.dialect.prim_scatter import ScatterOp
 from fusebind.dialect.prim_structured import ReshapeOp
 
@@ -39,15 +39,8 @@ def scatter_regions(state: MatchState, fusable: Callable[[Operation], bool],
     for sc in reversed(g.ops):  # the last of a chain of scatters first: it collects the earlier ones
         if not isinstance(sc, ScatterOp) or not state.free(sc) or sc in taken:
             continue
-        members: list[Operation] = [sc]
-        stack = [sc]
-        while stack and len(members) < state.max_ops:
-            cur = stack.pop()
-            for p in g.producers(cur):
-                if ((fusable(p) or isinstance(p, (ScatterOp, ReshapeOp))) and state.free(p) and p not in taken and p not in members
-                        and all(u in members for u in g.users(p)) and len(members) < state.max_ops):
-                    members.append(p)
-                    stack.append(p)
+        members = private_producers(state, sc, lambda p: fusable(p) or isinstance(p, (ScatterOp, ReshapeOp)),
+                                    taken)
         ops = in_block_order(state, members)
         taken.update(ops)
         out.append(Candidate("scatter", name("fused_", ops), ops))

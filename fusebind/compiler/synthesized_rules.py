@@ -18,7 +18,8 @@ from collections.abc import Callable, Collection
 from xdsl.ir import Operation
 
 from fusebind.compiler.graph import DataflowGraph
-from fusebind.compiler.matching import Candidate, MatchState, Rejection, Rule, in_block_order, op_kind
+from fusebind.compiler.matching import (Candidate, MatchState, Rejection, Rule, in_block_order, op_kind,
+                                        private_producers)
 from fusebind.compiler.regions import inlined_constant
 from fusebind.compiler.scatter_rule import scatter_regions
 from fusebind.dialect.prim import BroadcastToOp, ElementwiseOp, MatmulOp, PowOp, ReductionOp
@@ -101,15 +102,7 @@ def _reduction_fusion(state: MatchState) -> list[Candidate]:
     for red in g.ops:
         if not isinstance(red, ReductionOp) or not state.free(red) or red in taken:
             continue
-        members: list[Operation] = [red]
-        stack = [red]
-        while stack and len(members) < state.max_ops:
-            cur = stack.pop()
-            for p in g.producers(cur):
-                if (is_fusable_elementwise(p) and state.free(p) and p not in taken and p not in members
-                        and all(u in members for u in g.users(p)) and len(members) < state.max_ops):
-                    members.append(p)
-                    stack.append(p)
+        members = private_producers(state, red, is_fusable_elementwise, taken)
         members += _consumer_chain(state, red, state.max_ops - len(members), taken)
         if len(members) < 2:
             continue
