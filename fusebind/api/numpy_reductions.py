@@ -272,12 +272,7 @@ def average(p: Probe, a: Any, axis: Any = None, weights: Any = None, returned: b
 
 def nansum(p: Probe, a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = NO,
            initial: Any = NO, where: Any = NO) -> Tracer:
-    graph = K.graph_of(a)
-    _no_out(graph, out, "numpy.nansum")
-    x = tracer(graph, a)
-    if x.dtype.kind == "f":
-        x = K.select(K.isnan(x), K.like(x, 0), x)
-    return reduction("numpy.nansum", "sum", x, axis, keepdims, _dtype(p), initial, where)
+    return _nan_reduction("nansum", "sum", 0, p, a, axis, out, keepdims, initial, where)
 
 
 def nanmean(p: Probe, a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = NO, *,
@@ -300,12 +295,18 @@ def nanmean(p: Probe, a: Any, axis: Any = None, dtype: Any = None, out: Any = No
 def nanprod(p: Probe, a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = NO,
             initial: Any = NO, where: Any = NO) -> Tracer:
     """np.nanprod: np.prod with NaNs replaced by 1."""
+    return _nan_reduction("nanprod", "prod", 1, p, a, axis, out, keepdims, initial, where)
+
+
+def _nan_reduction(name: str, kind: str, identity: int, p: Probe, a: Any, axis: Any, out: Any, keepdims: Any,
+                   initial: Any, where: Any) -> Tracer:
+    """numpy.<name>: the `kind` reduction with a float's NaNs replaced by the reduction's identity."""
     graph = K.graph_of(a)
-    _no_out(graph, out, "numpy.nanprod")
+    _no_out(graph, out, f"numpy.{name}")
     x = tracer(graph, a)
     if x.dtype.kind == "f":
-        x = K.select(K.isnan(x), K.like(x, 1), x)
-    return reduction("numpy.nanprod", "prod", x, axis, keepdims, _dtype(p), initial, where)
+        x = K.select(K.isnan(x), K.like(x, identity), x)
+    return reduction(f"numpy.{name}", kind, x, axis, keepdims, _dtype(p), initial, where)
 
 
 def _f64_div(a: Tracer, b: Tracer, R: np.dtype) -> Tracer:
