@@ -1,16 +1,19 @@
 """Element types and tensor types of the `prim` dialect.
 
 Owns `ELEMENTS`, the one table of element type facts: for each scalar type IR
-text names, its kind, bit width, numpy dtype (hence byte width and C type) and
-LLVM IR type. Every other element-type mapping of fusebind derives from it
-(the kernel ABI's `DType` in lowering/abi.py, the byte widths and float/int
-sets of lowering). `ELEMENT_TYPES` are the five the prim dialect supports
-(`f32 f64 i32 i64 i1`); the others (`f16 i8 i16`) only appear in MLIR text
-that lowering writes (i1 is stored as i8; a sum of f16 accumulates in f32).
-Also owns the xDSL attributes of the five and the shape convention used
+text names, its kind, bit width, numpy dtype (hence byte width and C type),
+LLVM IR type and the signless MLIR type lowering writes for it (`ui8` is
+stored and computed as `i8`, with unsigned ops). Every other element-type
+mapping of fusebind derives from it (the kernel ABI's `DType` in
+lowering/abi.py, the byte widths and float/int sets of lowering).
+`ELEMENT_TYPES` are the ones the prim dialect supports: `f32 f64 i32 i64 i1`,
+plus each family of `FAMILIES` that is switched on (`f16 bf16`: narrow floats,
+stored narrow and computed in f32; `i8 i16 ui8 ui16 ui32 ui64`: the other
+integer widths). i1 is stored as i8; a sum of f16 accumulates in f32.
+Also owns the xDSL attributes of these types and the shape convention used
 throughout the dialect: a shape is a tuple whose entries are ints (static) or
-`None` (dynamic). Integers are signless in the IR and treated as signed (two's
-complement) everywhere, like numpy's int32/int64.
+`None` (dynamic). Integers named `iN` are signless in the IR and read as signed
+(two's complement), like numpy's int32/int64; `uiN` are unsigned.
 It must not import anything from other fusebind packages.
 """
 
@@ -20,11 +23,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import ml_dtypes
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    BFloat16Type,
+    Float16Type,
     Float32Type,
     Float64Type,
     IntegerType,
+    Signedness,
     TensorType,
 )
 from xdsl.ir import Attribute
@@ -36,36 +43,59 @@ class ElementInfo:
     """The facts of one scalar type, as IR text names it."""
 
     name: str  # the MLIR / xDSL name: "f32", "i1", ...
-    kind: str  # "float", "int" (signless, read as signed) or "bool"
+    kind: str  # "float", "int" (signless, read as signed), "uint" (unsigned) or "bool"
     bits: int  # the width of a value (i1: 1; stored as a byte, see `nbytes`)
     numpy: np.dtype  # numpy's dtype of the same values in the same layout
     llvm: str  # the LLVM IR type: "float", "double", "i32", ...
     prim: bool  # a prim element type (else only in the MLIR text lowering writes)
+    family: str = "base"  # the `FAMILIES` entry that switches it on ("base": always on)
 
     @property
     def nbytes(self) -> int:
         return self.numpy.itemsize
 
+    @property
+    def mlir(self) -> str:
+        """The signless MLIR type lowering computes in: `ui8` -> `i8`; others are their name."""
+        return f"i{self.bits}" if self.kind == "uint" else self.name
 
-def _info(name: str, kind: str, bits: int, numpy: type, llvm: str, prim: bool = True) -> ElementInfo:
-    return ElementInfo(name, kind, bits, np.dtype(numpy), llvm, prim)
+
+#: The element families beyond the base five, and whether each is on (a prim type: verifiers,
+#: the tracer, the binding table and static kernels accept it). A family is switched on when its
+#: lowering is complete; until then its types are refused with the usual "unsupported dtype" error.
+FAMILIES: dict[str, bool] = {
+    "narrow_float": False,  # f16 bf16 (storage narrow, arithmetic in f32)
+    "int_widths": False,  # i8 i16 ui8 ui16 ui32 ui64
+}
 
 
-#: Every scalar type fusebind names, the prim ones first in `ELEMENT_TYPES` order.
+def _info(name: str, kind: str, bits: int, numpy: type, llvm: str, family: str = "base") -> ElementInfo:
+    return ElementInfo(name, kind, bits, np.dtype(numpy), llvm, family == "base" or FAMILIES[family], family)
+
+
+#: Every scalar type fusebind names, in `ELEMENT_TYPES` order (messages list them so).
 ELEMENTS: dict[str, ElementInfo] = {e.name: e for e in (
     _info("f32", "float", 32, np.float32, "float"),
     _info("f64", "float", 64, np.float64, "double"),
     _info("i32", "int", 32, np.int32, "i32"),
     _info("i64", "int", 64, np.int64, "i64"),
     _info("i1", "bool", 1, np.bool_, "i1"),
-    _info("f16", "float", 16, np.float16, "half", prim=False),
-    _info("i8", "int", 8, np.int8, "i8", prim=False),
-    _info("i16", "int", 16, np.int16, "i16", prim=False),
+    _info("f16", "float", 16, np.float16, "half", "narrow_float"),
+    _info("bf16", "float", 16, ml_dtypes.bfloat16, "bfloat", "narrow_float"),
+    _info("i8", "int", 8, np.int8, "i8", "int_widths"),
+    _info("i16", "int", 16, np.int16, "i16", "int_widths"),
+    _info("ui8", "uint", 8, np.uint8, "i8", "int_widths"),
+    _info("ui16", "uint", 16, np.uint16, "i16", "int_widths"),
+    _info("ui32", "uint", 32, np.uint32, "i32", "int_widths"),
+    _info("ui64", "uint", 64, np.uint64, "i64", "int_widths"),
 )}
 
 ELEMENT_TYPES: tuple[str, ...] = tuple(n for n, e in ELEMENTS.items() if e.prim)
 FLOAT_TYPES: frozenset[str] = frozenset(n for n in ELEMENT_TYPES if ELEMENTS[n].kind == "float")
-INT_TYPES: frozenset[str] = frozenset(n for n in ELEMENT_TYPES if ELEMENTS[n].kind == "int")
+#: every integer type, signed and unsigned (`SIGNED_INT_TYPES`/`UINT_TYPES` split them)
+INT_TYPES: frozenset[str] = frozenset(n for n in ELEMENT_TYPES if ELEMENTS[n].kind in ("int", "uint"))
+SIGNED_INT_TYPES: frozenset[str] = frozenset(n for n in ELEMENT_TYPES if ELEMENTS[n].kind == "int")
+UINT_TYPES: frozenset[str] = frozenset(n for n in ELEMENT_TYPES if ELEMENTS[n].kind == "uint")
 NUMERIC_TYPES: frozenset[str] = FLOAT_TYPES | INT_TYPES
 ALL_TYPES: frozenset[str] = frozenset(ELEMENT_TYPES)
 #: Bytes per element in tensors and memrefs, for every name in `ELEMENTS` (i1: one byte).
@@ -74,7 +104,7 @@ ELEMENT_BYTES: dict[str, int] = {n: e.nbytes for n, e in ELEMENTS.items()}
 Shape = tuple[int | None, ...]
 
 _NUMPY: dict[str, np.dtype] = {n: ELEMENTS[n].numpy for n in ELEMENT_TYPES}
-_FLOAT_ATTRS = {32: Float32Type, 64: Float64Type}
+_FLOAT_ATTRS = {"f16": Float16Type, "bf16": BFloat16Type, "f32": Float32Type, "f64": Float64Type}
 
 
 def element_type(name: str) -> Attribute:
@@ -83,19 +113,20 @@ def element_type(name: str) -> Attribute:
     if info is None or not info.prim:
         raise FusebindValueError(f"unknown element type {name!r}; expected one of {', '.join(ELEMENT_TYPES)}")
     if info.kind == "float":
-        return _FLOAT_ATTRS[info.bits]()
-    return IntegerType(info.bits)
+        return _FLOAT_ATTRS[info.name]()
+    return IntegerType(info.bits, Signedness.UNSIGNED if info.kind == "uint" else Signedness.SIGNLESS)
 
 
 def element_type_name(attr: Attribute) -> str:
     """The name of an xDSL element type (`f32` → `"f32"`); raises ValueError otherwise."""
-    if isinstance(attr, Float32Type):
-        return "f32"
-    if isinstance(attr, Float64Type):
-        return "f64"
-    if isinstance(attr, IntegerType) and attr.width.data in (1, 32, 64):
-        if attr.signedness.data.name == "SIGNLESS":
-            return f"i{attr.width.data}"
+    for name, cls in _FLOAT_ATTRS.items():
+        if isinstance(attr, cls) and name in ELEMENT_TYPES:
+            return name
+    if isinstance(attr, IntegerType):
+        sign = attr.signedness.data.name
+        name = {"SIGNLESS": "i", "UNSIGNED": "ui"}.get(sign, "?") + str(attr.width.data)
+        if name in ELEMENT_TYPES:
+            return name
     raise FusebindValueError(f"unsupported element type {attr}; expected one of {', '.join(ELEMENT_TYPES)}")
 
 

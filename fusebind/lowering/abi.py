@@ -1,6 +1,7 @@
 """The kernel ABI as data: element dtypes, kernel signatures, memref descriptors.
 
-This module owns `DType` (f32 f64 i32 i64 i1; its numpy dtypes and ctypes come
+This module owns `DType` (one member per entry of the element table, the
+narrow floats and other integer widths included; its numpy dtypes and ctypes come
 from the element table `fusebind.dialect.types.ELEMENTS`), `KernelSignature` and the ctypes memref
 descriptor structs of the kernel ABI (docs/INTERNAL-API.md, docs/KERNEL-ABI.md).
 It lives in `lowering` because lowering is what produces kernels of this ABI;
@@ -30,18 +31,23 @@ class DType(enum.Enum):
     I32 = "i32"
     I64 = "i64"
     I1 = "i1"
+    F16 = "f16"
+    BF16 = "bf16"
+    I8 = "i8"
+    I16 = "i16"
+    U8 = "ui8"
+    U16 = "ui16"
+    U32 = "ui32"
+    U64 = "ui64"
 
     @classmethod
     def parse(cls, value: "DType | str") -> "DType":
         """`DType.parse("f32")`; a DType is returned as is."""
         if isinstance(value, DType):
             return value
-        if isinstance(value, str):
-            try:
-                return cls(value.strip().lower())
-            except ValueError:
-                pass
-        names = ", ".join(d.value for d in cls)
+        if isinstance(value, str) and value.strip().lower() in ELEMENT_TYPES:
+            return cls(value.strip().lower())
+        names = ", ".join(ELEMENT_TYPES)
         raise FusebindValueError(f"unknown dtype {value!r}: expected one of {names}")
 
     @classmethod
@@ -49,9 +55,9 @@ class DType(enum.Enum):
         """The DType of a numpy dtype (or anything `np.dtype()` accepts)."""
         np_dtype = np.dtype(dtype)
         for member in cls:
-            if _NUMPY[member] == np_dtype:
+            if _NUMPY[member] == np_dtype and member.value in ELEMENT_TYPES:
                 return member
-        names = ", ".join(str(v) for v in _NUMPY.values())
+        names = ", ".join(str(_NUMPY[cls(n)]) for n in ELEMENT_TYPES)
         raise FusebindValueError(f"numpy dtype {np_dtype} has no fusebind DType: supported are {names}")
 
     @property
@@ -60,8 +66,8 @@ class DType(enum.Enum):
 
     @property
     def mlir(self) -> str:
-        """The MLIR element type name: f32, f64, i32, i64, i1."""
-        return self.value
+        """The signless MLIR type lowering writes: f32, f64, i32, i64, i1, bf16, ...; `ui8` -> `i8`."""
+        return ELEMENTS[self.value].mlir
 
     @property
     def ctype(self) -> type:
@@ -81,9 +87,12 @@ class DType(enum.Enum):
 # Derived from the one element table; the C type is numpy's for the same layout
 # (c_float, c_double, c_int32, c_int64, c_bool).
 _NUMPY: dict[DType, np.dtype] = {d: ELEMENTS[d.value].numpy for d in DType}
-_CTYPES: dict[DType, type] = {d: np.ctypeslib.as_ctypes_type(_NUMPY[d]) for d in DType}
-if tuple(d.value for d in DType) != ELEMENT_TYPES:
-    raise FusebindInternalError(f"DType {[d.value for d in DType]} differs from the prim element types {ELEMENT_TYPES}")
+# f16 and bf16 have no ctypes type: their descriptors point at 16-bit words
+_CTYPES: dict[DType, type] = {d: np.ctypeslib.as_ctypes_type(np.uint16 if ELEMENTS[d.value].kind == "float"
+                                                             and ELEMENTS[d.value].bits == 16 else _NUMPY[d])
+                              for d in DType}
+if tuple(d.value for d in DType) != tuple(ELEMENTS):
+    raise FusebindInternalError(f"DType {[d.value for d in DType]} differs from the element table {tuple(ELEMENTS)}")
 
 
 def parse_dtypes(dtypes: Iterable["DType | str"]) -> tuple[DType, ...]:
