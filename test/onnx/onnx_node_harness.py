@@ -1,0 +1,92 @@
+"""Run one ONNX node through its fusebind handler (fusebind/onnx/ops_*.py) and through
+onnx's ReferenceEvaluator, without the importer: the handler's NodeContext is built here from
+`onnx.helper.make_node`, the traced inputs become the arguments of an `fb.jit` function and
+the constant ones (shapes, axes, pads) are passed as numpy arrays, as the importer passes
+initializers and folded shape arithmetic."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import fusebind as fb
+from fusebind.onnx import ops_shape  # noqa: F401  (registers the handlers)
+from fusebind.onnx.registry import NodeContext, handler_for
+
+
+def attrs_of(node: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode()
+        elif isinstance(v, onnx.TensorProto):
+            v = numpy_helper.to_array(v)
+        elif isinstance(v, list) and v and isinstance(v[0], bytes):
+            v = [s.decode() for s in v]
+        out[a.name] = v
+    return out
+
+
+def context(node: Any, opset: int) -> NodeContext:
+    return NodeContext(node=node, attrs=attrs_of(node), opset=opset, input_names=list(node.input))
+
+
+def run_fusebind(node: Any, inputs: Sequence[Any], const: Sequence[int] = (), opset: int = 18,
+                 jit: bool = True) -> tuple[np.ndarray, ...]:
+    """The node's outputs from its handler: inputs at positions `const` (and None ones) are passed
+    as numpy arrays, the others traced (jit=True) or as numpy too (jit=False: the handler folds)."""
+    ctx = context(node, opset)
+    fn = handler_for(ctx).fn
+    traced = [i for i, x in enumerate(inputs) if x is not None and i not in const and jit]
+
+    def call(*args: Any) -> Any:
+        full = list(inputs)
+        for i, a in zip(traced, args):
+            full[i] = a
+        out = fn(ctx, *full)
+        return out if isinstance(out, tuple) else (out,)
+
+    if not traced:
+        return tuple(np.asarray(o) for o in call())
+    out = fb.jit(call)(*[inputs[i] for i in traced])
+    return out if isinstance(out, tuple) else (out,)
+
+
+def run_reference(node: Any, inputs: Sequence[Any], opset: int = 18) -> list[np.ndarray]:
+    feeds = {n: np.asarray(x) for n, x in zip(node.input, inputs) if n and x is not None}
+    return ReferenceEvaluator(model_of(node, feeds, opset)).run(None, feeds)
+
+
+def model_of(node: Any, feeds: dict[str, np.ndarray], opset: int = 18) -> Any:
+    """A one-node model over `feeds` (name -> array) at `opset`."""
+    ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)
+           for n, x in feeds.items()]
+    outs = [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in node.output if n]
+    graph = helper.make_graph([node], "one_node", ins, outs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def check(node: Any, inputs: Sequence[Any], const: Sequence[int] = (), opset: int = 18, rtol: float = 1e-5,
+          atol: float = 1e-6, jit: bool = True) -> tuple[np.ndarray, ...]:
+    """fusebind's outputs equal the reference's: values (within rtol/atol for floats), dtype, shape."""
+    got = run_fusebind(node, inputs, const, opset, jit)
+    want = run_reference(node, inputs, opset)
+    assert len(got) >= len([o for o in node.output if o]), (len(got), node.output)
+    for g, w in zip(got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape, (node.op_type, g.shape, w.shape)
+        assert g.dtype == w.dtype, (node.op_type, g.dtype, w.dtype)
+        if np.issubdtype(w.dtype, np.floating):
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+        else:
+            np.testing.assert_array_equal(g, w)
+    return got
+
+
+def node(op: str, inputs: Sequence[str], outputs: Sequence[str] = ("y",), **attrs: Any) -> Any:
+    return helper.make_node(op, list(inputs), list(outputs), **attrs)
