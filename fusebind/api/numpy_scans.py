@@ -1,6 +1,8 @@
 """numpy's running sums and products on traced arrays: np.cumsum / np.cumprod (and the
 x.cumsum() / x.cumprod() methods), np.cumulative_sum / np.cumulative_prod (numpy 2, with
-include_initial), np.nancumsum / np.nancumprod.
+include_initial), np.nancumsum / np.nancumprod, and `ufunc.accumulate` for add, multiply,
+maximum and minimum (prim.scan sum / prod / max / min; numpy's default axis 0, its dtype: on numpy
+2 add.accumulate of an int32 is int64, like cumsum).
 
 Each is one `prim.scan` along one axis in numpy's result dtype (the probe's: bool and int32
 accumulate in int64, a `dtype=` argument is honoured): the operand is cast to it first, so
@@ -20,7 +22,7 @@ import numpy as np
 
 from fusebind.api import numpy_kernels as K
 from fusebind.api.numpy_kernels import unsupported
-from fusebind.api.numpy_probe import Probe
+from fusebind.api.numpy_probe import Probe, check, probe
 from fusebind.api.tracer import Tracer, as_tracer
 from fusebind.dialect.prim_layout import ConcatOp
 from fusebind.dialect.prim_scan import ScanOp
@@ -34,7 +36,7 @@ def _no_out(graph: Any, out: Any, what: str) -> None:
 
 def scan(what: str, kind: str, a: Any, axis: Any, R: np.dtype, nan: bool = False,
          include_initial: bool = False) -> Tracer:
-    """numpy's `kind` ("sum" / "prod") running combination of `a` along `axis` (None: flattened),
+    """numpy's `kind` ("sum" / "prod" / "max" / "min") running combination of `a` along `axis` (None: flattened),
     in numpy's result dtype R; `nan`: NaNs count as the identity; `include_initial`: the
     identity first (np.cumulative_*)."""
     graph = K.graph_of(a)
@@ -48,7 +50,8 @@ def scan(what: str, kind: str, a: Any, axis: Any, R: np.dtype, nan: bool = False
         ax = 0
     else:
         (ax,) = K.normalize_axes(graph, axis, x.ndim)
-    acc = np.dtype(np.int64) if R == np.bool_ else R  # bool: or / and as an int64 sum / product of 0s and 1s
+    # bool: or / and (max / min) as an int64 sum / product (max / min) of 0s and 1s, then != 0
+    acc = np.dtype(np.int64) if R == np.bool_ else R
     x = K.cast(x, acc)
     if include_initial:
         shape = list(x.shape)
@@ -90,3 +93,31 @@ nancumsum = _cum("sum", "numpy.nancumsum", nan=True)
 nancumprod = _cum("prod", "numpy.nancumprod", nan=True)
 cumulative_sum = _cumulative("sum", "numpy.cumulative_sum")
 cumulative_prod = _cumulative("prod", "numpy.cumulative_prod")
+
+
+# ---------------------------------------------------------------- ufunc.accumulate
+#: ufunc name -> scan kind
+ACCUMULATE_KINDS = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min"}
+
+
+def ufunc_accumulate(ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> Tracer:
+    """`ufunc.accumulate(array, axis=0, dtype=None, out=None)` (numpy_ufuncs.array_ufunc): numpy's
+    argument errors and dtype from the probe (axis=None, a 0-d operand), then one prim.scan."""
+    name = f"numpy.{ufunc.__name__}.accumulate"
+    graph = K.graph_of(inputs, kwargs)
+    kwargs = dict(kwargs)
+    out = kwargs.pop("out", None)
+    if out is not None and any(o is not None for o in (out if isinstance(out, tuple) else (out,))):
+        raise unsupported(graph, f"{name}(..., out=...) cannot write into an array inside a traced function; use "
+                                 "the result")
+    kind = ACCUMULATE_KINDS.get(ufunc.__name__)
+    if kind is None:
+        raise unsupported(graph, f"{name} is not supported on traced arrays: only add, multiply, maximum and "
+                                 "minimum accumulate (np.cumsum / np.cumprod / np.maximum.accumulate / "
+                                 "np.minimum.accumulate); compute other running results outside the jitted function")
+    p = probe(ufunc.accumulate, inputs, kwargs, "auto", graph, name)
+    extra = set(kwargs) - {"axis", "dtype"}
+    if extra or len(inputs) != 1:
+        raise unsupported(graph, f"{name}: arguments {sorted(extra) or list(inputs[1:])} are not supported on "
+                                 "traced arrays (only axis= and dtype=)")
+    return check(graph, name, scan(name, kind, inputs[0], kwargs.get("axis", 0), _dtype(p)), p)

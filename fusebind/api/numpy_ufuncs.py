@@ -5,7 +5,8 @@ Owns, for every numpy ufunc: its dtypes, resolved by numpy itself
 `signature=` and `casting=` honoured); the operands cast to the loop's
 dtypes; and the prim ops that compute it (`ELEMENTWISE`). The methods:
 `__call__` and `outer` for the ufuncs mapped here, `reduce` for the
-reorderable ones (numpy_reductions); `accumulate`, `reduceat` and `at` are
+reorderable ones (numpy_reductions), `accumulate` for add / multiply /
+maximum / minimum (numpy_scans: one prim.scan); `reduceat` and `at` are
 refused. `out=` and `where=` are refused (a traced array cannot be written
 into; `where=` without `out=` leaves elements unset). A ufunc not mapped is
 refused, named, with what to use instead where something exists.
@@ -22,6 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from fusebind.api import numpy_kernels as K
+from fusebind.api import numpy_scans
 from fusebind.api.handlers import NUMPY
 from fusebind.api.numpy_kernels import unsupported
 from fusebind.api.tracer import (
@@ -295,6 +297,8 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
         return call(ufunc, inputs, kwargs)
     if method == "reduce":
         return NUMPY.ufunc_reduce(ufunc, inputs, kwargs)  # numpy_reductions (above this module), bound late
+    if method == "accumulate":
+        return numpy_scans.ufunc_accumulate(ufunc, inputs, kwargs)
     if method == "outer":
         if ufunc.nin != 2 or ufunc.__name__ in _GUFUNCS:
             raise unsupported(graph, f"{name}.outer: outer product only for binary ufuncs (numpy refuses it too)")
@@ -305,8 +309,7 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
         elif b_nd and np.ndim(a):
             a = K.reshape(as_tracer(graph, a), np.shape(a) + (1,) * b_nd)
         return call(ufunc, (a, b), kwargs, f"{name}.outer", strong=True)
-    reasons = {"accumulate": "fusebind has no scan op; compute running results outside the jitted function",
-               "reduceat": "fusebind has no segmented reduction; reduce slices with np.sum(x, axis) instead",
+    reasons = {"reduceat": "fusebind has no segmented reduction; reduce slices with np.sum(x, axis) instead",
                "at": "it writes into its operand in place, and traced arrays are immutable; use "
                      "y = fb.at(x)[idx].add(v) for np.add.at (.mul / .min / .max / .set for the others)"}
     raise unsupported(graph, f"{name}.{method} is not supported on traced arrays: "

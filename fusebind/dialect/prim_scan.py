@@ -1,10 +1,12 @@
-"""The scan `prim` op: a running sum or product along one axis (np.cumsum / np.cumprod).
+"""The scan `prim` op: a running sum, product, maximum or minimum along one axis (np.cumsum /
+np.cumprod / np.maximum.accumulate / np.minimum.accumulate).
 
     %r = prim.scan %x {kind = "sum", axis = 1} : tensor<4x5xf32> -> tensor<4x5xf32>
 
 Element `(a, j, b)` of the result is `x[a, 0, b] (+|*) x[a, 1, b] (+|*) ... x[a, j, b]`, combined
 in that order (numpy's cumsum / cumprod are sequential, not pairwise), in the element type:
-integers wrap as numpy's do. The shape and element type are the operand's. Accepted element
+integers wrap as numpy's do. `max` / `min` combine as np.maximum / np.minimum do (the running value
+first: a NaN propagates, a tie returns the new element, so the sign of a zero is numpy's). The shape and element type are the operand's. Accepted element
 types: f32, f64, i32, i64 (the API casts to numpy's result dtype first: bool and int32 scan in
 int64 on numpy 2). `axis` is normalized (0 <= axis < rank); a rank-0 operand has no axis to scan
 (the API flattens it first, as `axis=None` does).
@@ -31,12 +33,14 @@ from fusebind.dialect.prim_structured import ShapeOp, Value
 from fusebind.dialect.types import NUMERIC_TYPES, Shape, elem_of, shape_of, tensor_type
 
 #: the scan kinds and the numpy function each one is
-SCAN_KINDS: dict[str, Any] = {"sum": np.cumsum, "prod": np.cumprod}
+SCAN_KINDS: dict[str, Any] = {"sum": np.cumsum, "prod": np.cumprod, "max": np.maximum.accumulate,
+                              "min": np.minimum.accumulate}
 
 
 @irdl_op_definition
 class ScanOp(ShapeOp):
-    """np.cumsum / np.cumprod along one normalized axis, in the element type (see the module docstring)."""
+    """np.cumsum / np.cumprod / np.maximum.accumulate / np.minimum.accumulate along one normalized axis,
+    in the element type (see the module docstring)."""
 
     name = "prim.scan"
     KIND: ClassVar[str] = "scan"

@@ -9,7 +9,10 @@ malloc, nothing that calls the C runner library):
   identity at 0) with its own.
 Each element so gets `((x0 + x1) + x2) + ...`: numpy's sequential order, exactly, for floats
 (one combine per step, no fast-math flags; a float sum starts from -0.0, so x0 = -0.0 stays -0.0)
-and integers (arith's adds and muls wrap as numpy's do). An empty dim is a zero-trip loop.
+and integers (arith's adds and muls wrap as numpy's do). `max` / `min` combine with the scalar
+builder's `maximum` / `minimum` (numpy's: the running value first, NaN propagates, a tie gives the
+new element), starting from -inf / +inf (the integer type's min / max). An empty dim is a
+zero-trip loop.
 
 Must not: import `emitter` (it imports this module); use `em`'s methods and `linalg_types`.
 """
@@ -18,13 +21,37 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from fusebind.dialect.types import numpy_dtype
 from fusebind.lowering.linalg_types import Dim, Value, op_attr, ttype
 from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder
 
 KINDS: frozenset[str] = frozenset({"scan"})
 
-#: the arith op of each kind, by element type (float, integer)
-_COMBINE = {"sum": ("arith.addf", "arith.addi"), "prod": ("arith.mulf", "arith.muli")}
+#: the scalar builder's combine of each kind (the running value is its first operand)
+_COMBINE = {"sum": "add", "prod": "mul", "max": "maximum", "min": "minimum"}
+
+
+def _identity(kind: str, elem: str) -> float | int:
+    """The value the running combination starts from: combined with x0 it gives x0 exactly."""
+    if kind == "sum":
+        return -0.0 if elem.startswith("f") else 0  # -0.0 + v is v for every v; 0.0 + -0.0 would be 0.0
+    if kind == "prod":
+        return 1
+    dt = numpy_dtype(elem)
+    if dt.kind == "f":
+        return -np.inf if kind == "max" else np.inf
+    info = np.iinfo(dt)
+    return int(info.min if kind == "max" else info.max)
+
+
+def _combine(em: Any, combine: str, elem: str, acc: str, v: str) -> str:
+    """`acc <kind> v` through the scalar builder (no fast-math flags: numpy's order and values)."""
+    b = TextScalarBuilder(em.fresh, None)
+    out = getattr(b, combine)(b.bind(acc, elem), b.bind(v, elem))
+    em.lines.extend(b.lines)
+    return out
 
 
 def _size(em: Any, d: Dim) -> str:
@@ -39,11 +66,9 @@ def emit(em: Any, op: Any, args: list[Value], result_type: Any) -> Value:
     (x,) = args
     elem, shape = x.elem, list(x.shape)
     t = ttype(shape, elem)
-    combine = _COMBINE[kind][0 if elem.startswith("f") else 1]
+    combine = _COMBINE[kind]
     b = TextScalarBuilder(em.fresh, None)
-    # -0.0 for a float sum: -0.0 + v is v for every v (0.0 + -0.0 would be 0.0, and numpy's first
-    # element is x[0] itself)
-    identity = b.constant((-0.0 if elem.startswith("f") else 0) if kind == "sum" else 1, elem)
+    identity = b.constant(_identity(kind, elem), elem)
     em.lines.extend(b.lines)
 
     if axis != len(shape) - 1:
@@ -63,9 +88,9 @@ def emit(em: Any, op: Any, args: list[Value], result_type: Any) -> Value:
     em.lines.append(f"{scan}:2 = scf.for {ivs[axis]} = {em.index(0)} to {_size(em, shape[axis])} step {em.index(1)} "
                     f"iter_args({run} = {identity}, {out} = {carried}) -> ({elem}, {t}) {{")
     at = ", ".join(ivs[k] for k in range(len(shape)))
-    v, c, put = em.fresh("v"), em.fresh("c"), em.fresh("w")
+    v, put = em.fresh("v"), em.fresh("w")
     em.lines.append(f"{v} = tensor.extract {x.name}[{at}] : {t}")
-    em.lines.append(f"{c} = {combine} {run}, {v} : {elem}")  # running value first, no fast-math: numpy's order
+    c = _combine(em, combine, elem, run, v)
     em.lines.append(f"{put} = tensor.insert {c} into {out}[{at}] : {t}")
     em.lines.append(f"scf.yield {c}, {put} : {elem}, {t}")
     em.lines.append("}")
@@ -102,9 +127,9 @@ def _c_order(em: Any, x: Value, axis: int, combine: str, identity: str) -> Value
     # at i = 0 this reads the result's element 0 before it is written; the select discards it
     em.lines.append(f"{raw} = tensor.extract {carried}[{at_prev}] : {t}")
     em.lines.append(f"{prev} = arith.select {first}, {identity}, {raw} : {elem}")
-    v, c, put = em.fresh("v"), em.fresh("c"), em.fresh("w")
+    v, put = em.fresh("v"), em.fresh("w")
     em.lines.append(f"{v} = tensor.extract {x.name}[{at}] : {t}")
-    em.lines.append(f"{c} = {combine} {prev}, {v} : {elem}")  # running value first, no fast-math: numpy's order
+    c = _combine(em, combine, elem, prev, v)
     em.lines.append(f"{put} = tensor.insert {c} into {carried}[{at}] : {t}")
     inner = put
     for res in reversed(results):

@@ -2,8 +2,8 @@
 // RUN: fusebind-opt %s --split-input-file --verify-diagnostics
 
 func.func @f(%a: tensor<5x3xf32>) {
-  // expected-error @+1 {{prim.scan: kind 'max' is not one of sum, prod}}
-  %0 = prim.scan %a {kind = "max", axis = 0} : tensor<5x3xf32> -> tensor<5x3xf32>
+  // expected-error @+1 {{prim.scan: kind 'mean' is not one of sum, prod, max, min}}
+  %0 = prim.scan %a {kind = "mean", axis = 0} : tensor<5x3xf32> -> tensor<5x3xf32>
   func.return
 }
 
