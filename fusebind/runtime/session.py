@@ -22,6 +22,12 @@ unless they are given another. Two sessions share nothing: a kernel adopted
 into one is not bound in the other, and their recipe registries allocate
 ids independently (so the ids a fresh session hands out are deterministic).
 
+Kernel budget (budget.py, docs/KERNEL-BUDGET.md): every swap that binds a
+row also evicts, in the same new snapshot, the least recently used
+JIT-compiled runtime kernels beyond the session's budget
+(`Session(kernel_budget=n)`, else the process's: `FUSEBIND_KERNEL_BUDGET`,
+`budget.set_kernel_budget`, default 512).
+
 Concurrency: the table is swapped whole (copy-on-write). Readers read one
 attribute (`table`) and take no lock. Writers are serialised by the
 session's writer lock; whoever needs more inside that critical section (the
@@ -32,10 +38,12 @@ then any other lock (the recipe registry's, a slot's), never the reverse.
 from __future__ import annotations
 
 import threading
+import weakref
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
+from fusebind.runtime.budget import BudgetState, check_budget, enforce
 from fusebind.runtime.table import BindingError, BindingTable, BindingTableBuilder
 
 if TYPE_CHECKING:  # the registry pulls in xDSL: import it only when a recipe is needed
@@ -47,12 +55,20 @@ T = TypeVar("T")
 class Session:
     """One binding table, recipe registry and the caches built for them."""
 
-    __slots__ = ("table", "name", "_writer_lock", "_writer_state", "_recipes", "_slots", "_slot_lock")
+    __slots__ = ("table", "name", "_writer_lock", "_writer_state", "_recipes", "_slots", "_slot_lock",
+                 "_kernel_budget", "budget_state", "_evict_listeners")
 
-    def __init__(self, name: str = "session") -> None:
+    def __init__(self, name: str = "session", *, kernel_budget: int | str | None = None) -> None:
         #: the current snapshot; replaced whole by `extend_bindings`, never mutated
         self.table: BindingTable = BindingTable.empty()
         self.name = name
+        #: this session's own budget in kernels (None: the process's; 0: unlimited)
+        self._kernel_budget: int | None = None if kernel_budget is None else check_budget(
+            kernel_budget, "Session(kernel_budget=...)")
+        #: evictions so far and the evicted runtime ids (budget.py; written under the writer lock)
+        self.budget_state = BudgetState()
+        #: weak references to the callables `on_evict` registered
+        self._evict_listeners: list[Any] = []
         self._writer_lock = threading.Lock()
         self._writer_state = threading.local()
         self._recipes: RecipeRegistry | None = None
@@ -85,7 +101,29 @@ class Session:
                 "use the BindingTableBuilder that fn was given instead"
             )
         with self._writer_lock:
-            return self.extend_locked(fn)
+            before = self.budget_state.evictions
+            result = self.extend_locked(fn)
+            evicted = self.budget_state.evictions != before
+        if evicted:  # after the lock: a listener may take its own locks, or bind
+            self._notify_evicted()
+        return result
+
+    def on_evict(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` after every swap that evicted kernels (budget.py),
+        with no fusebind lock held. Held weakly (a bound method through
+        `weakref.WeakMethod`): registering does not keep its object alive. Meant
+        for holders of plans (an executor drops plans of older generations, so
+        the evicted kernels' code can be freed); it must not block on a lock
+        that a thread binding kernels may hold while it waits (use a try-lock)."""
+        ref = weakref.WeakMethod(callback) if hasattr(callback, "__self__") else weakref.ref(callback)
+        with self._slot_lock:
+            self._evict_listeners = [r for r in self._evict_listeners if r() is not None] + [ref]
+
+    def _notify_evicted(self) -> None:
+        for ref in list(self._evict_listeners):
+            callback = ref()
+            if callback is not None:
+                callback()
 
     def extend_locked(self, fn: Callable[[BindingTableBuilder], T]) -> T:
         """The body of `extend_bindings`, for a caller that holds `writer_lock`."""
@@ -96,11 +134,24 @@ class Session:
             result = fn(builder)
         finally:
             self._writer_state.active = False
+        if builder.added:  # rows were bound: the budget's evictions join this very swap
+            enforce(self, builder)
         if builder.changed:
             new = builder.build(old.generation + 1)
             new.validate()
             self.table = new
         return result
+
+    @property
+    def kernel_budget(self) -> int | None:
+        """This session's own kernel budget: None (the process's applies), 0
+        (unlimited) or a number of kernels. Settable: a positive int, or
+        "unlimited"; `None` goes back to the process's."""
+        return self._kernel_budget
+
+    @kernel_budget.setter
+    def kernel_budget(self, value: int | str | None) -> None:
+        self._kernel_budget = None if value is None else check_budget(value, "Session.kernel_budget")
 
     # ---------------------------------------------------------------- recipes
     @property

@@ -15,6 +15,7 @@ under `BindingKey.runtime_fused(id)`. Same key shape, same row shape.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Iterable, Iterator, Mapping
@@ -89,9 +90,24 @@ def _fmt_dtypes(dtypes: Iterable[DType]) -> str:
     return "(" + ", ".join(d.value for d in dtypes) + ")"
 
 
+#: The recency clock of rows (budget.py's LRU): `next()` is atomic under the GIL, so
+#: readers stamp rows with no lock.
+_USE_CLOCK = itertools.count(1)
+
+
+def use_tick() -> int:
+    """A fresh recency stamp (larger than every earlier one)."""
+    return next(_USE_CLOCK)
+
+
 @dataclass(frozen=True)
 class BindingRow:
-    """One kernel bound under (key, dtypes, backend)."""
+    """One kernel bound under (key, dtypes, backend).
+
+    `last_used` is the row's recency stamp (a one-element list shared by every
+    snapshot holding the row): set when the row is bound and whenever a
+    lookup returns it (a plan being built), never on a call. The kernel
+    budget (budget.py) evicts the rows with the oldest stamps."""
 
     kernel: Kernel = field(compare=False)
     caps: frozenset[str]
@@ -99,6 +115,7 @@ class BindingRow:
     cost: Cost
     source: str
     revision: str
+    last_used: list[int] = field(default_factory=lambda: [use_tick()], compare=False, repr=False)
 
     @property
     def address(self) -> int:
@@ -161,8 +178,15 @@ class BindingTable:
 
     # ---------------------------------------------------------------- reads (no locks)
     def lookup(self, key: BindingKey, dtypes: Iterable[DType | str], backend: str) -> tuple[BindingRow, ...]:
-        """Rows bound under (key, dtypes, backend), in registration order (maybe empty)."""
-        return self._rows.get((key, parse_dtypes(dtypes), backend), ())
+        """Rows bound under (key, dtypes, backend), in registration order (maybe empty).
+        Stamps the rows of a runtime key as used (the kernel budget's recency: a plan
+        is built from lookups; calls never come here)."""
+        rows = self._rows.get((key, parse_dtypes(dtypes), backend), ())
+        if rows and key.kind == "runtime_fused":
+            tick = next(_USE_CLOCK)
+            for row in rows:
+                row.last_used[0] = tick
+        return rows
 
     def signatures(self, key: BindingKey, backend: str) -> tuple[DTypes, ...]:
         """Every dtype tuple bound for `key` on `backend`, in registration order."""
@@ -242,6 +266,8 @@ class BindingTableBuilder:
         self._base = base
         self._rows: dict[Slot, tuple[BindingRow, ...]] = dict(base._rows)
         self.changed = False
+        #: rows `bind` appended in this builder (the kernel budget never evicts them in the same swap)
+        self.added: list[tuple[Slot, BindingRow]] = []
 
     def lookup(self, key: BindingKey, dtypes: Iterable[DType | str], backend: str) -> tuple[BindingRow, ...]:
         return self._rows.get((key, parse_dtypes(dtypes), backend), ())
@@ -283,7 +309,31 @@ class BindingTableBuilder:
                 )
         self._rows[slot] = existing + (row,)
         self.changed = True
+        self.added.append((slot, row))
         return row
+
+    def rows(self) -> Iterator[tuple[Slot, BindingRow]]:
+        """Every (slot, row) of the copy, in registration order."""
+        for slot, rows in self._rows.items():
+            for row in rows:
+                yield slot, row
+
+    def remove_rows(self, doomed: Iterable[BindingRow]) -> int:
+        """Drop these rows (by identity) from the copy; a slot left empty goes too.
+        Returns how many rows went."""
+        ids = {id(r) for r in doomed}
+        removed = 0
+        for slot, rows in list(self._rows.items()):
+            kept = tuple(r for r in rows if id(r) not in ids)
+            if len(kept) != len(rows):
+                removed += len(rows) - len(kept)
+                if kept:
+                    self._rows[slot] = kept
+                else:
+                    del self._rows[slot]
+        if removed:
+            self.changed = True
+        return removed
 
     def clear(self) -> None:
         """Remove every row (used by the test helpers' reset)."""
