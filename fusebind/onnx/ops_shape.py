@@ -53,6 +53,20 @@ def norm_axis(ctx: NodeContext, axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
 
+def lift(data: Any, *others: Any) -> Any:
+    """`data` as a traced constant when it is numpy and one of `others` is traced: numpy's
+    np.take dispatches on its data alone, so a constant table with traced indices would ask
+    for the indices' values."""
+    if not is_const(data) or all(is_const(o) or o is None for o in others):
+        return data
+    import fusebind as fb
+    from fusebind.api.numpy_kernels import graph_of
+    from fusebind.api.tracer import as_tracer
+
+    value = data if isinstance(data, fb.ConstantArray) else fb.constant(np.asarray(data))
+    return as_tracer(graph_of(*others), value)
+
+
 def _const_i64(values: Any) -> np.ndarray:
     return np.asarray(values, dtype=np.int64)
 
@@ -225,13 +239,13 @@ def _nonneg(idx: Any, dim: Any) -> Any:
 @onnx_op("Gather")
 def gather(ctx: NodeContext, x: Any, idx: Any) -> Any:
     axis = norm_axis(ctx, ctx.attr("axis", 0), x.ndim)
-    return np.take(x, _nonneg(idx, x.shape[axis]), axis=axis)
+    return np.take(lift(x, idx), _nonneg(idx, x.shape[axis]), axis=axis)
 
 
 @onnx_op("GatherElements")
 def gather_elements(ctx: NodeContext, x: Any, idx: Any) -> Any:
     axis = norm_axis(ctx, ctx.attr("axis", 0), x.ndim)
-    return np.take_along_axis(x, _nonneg(idx, x.shape[axis]), axis=axis)
+    return np.take_along_axis(lift(x, idx), _nonneg(idx, x.shape[axis]), axis=axis)
 
 
 def _strides(dims: Sequence[int]) -> list[int]:
@@ -266,7 +280,7 @@ def _nd_rows(ctx: NodeContext, x: Any, idx: Any, b: int) -> tuple[Any, Any]:
 @onnx_op("GatherND")
 def gather_nd(ctx: NodeContext, x: Any, idx: Any) -> Any:
     rows, flat = _nd_rows(ctx, x, idx, ctx.attr("batch_dims", 0))
-    return np.take(rows, flat, axis=0)
+    return np.take(lift(rows, flat), flat, axis=0)
 
 
 _REDUCTIONS = {"none": "set", "add": "add", "mul": "mul", "max": "max", "min": "min"}

@@ -14,7 +14,7 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import fusebind as fb
-from fusebind.onnx import ops_shape  # noqa: F401  (registers the handlers)
+from fusebind.onnx import ops_nn, ops_shape  # noqa: F401  (registers the handlers)
 from fusebind.onnx.registry import NodeContext, handler_for
 
 
@@ -44,8 +44,10 @@ def run_fusebind(node: Any, inputs: Sequence[Any], const: Sequence[int] = (), op
     fn = handler_for(ctx).fn
     traced = [i for i, x in enumerate(inputs) if x is not None and i not in const and jit]
 
+    consts = [fb.constant(np.asarray(x)) if x is not None and i in const else x for i, x in enumerate(inputs)]
+
     def call(*args: Any) -> Any:
-        full = list(inputs)
+        full = list(consts)
         for i, a in zip(traced, args):
             full[i] = a
         out = fn(ctx, *full)
@@ -57,9 +59,25 @@ def run_fusebind(node: Any, inputs: Sequence[Any], const: Sequence[int] = (), op
     return out if isinstance(out, tuple) else (out,)
 
 
-def run_reference(node: Any, inputs: Sequence[Any], opset: int = 18) -> list[np.ndarray]:
+def run_reference(node: Any, inputs: Sequence[Any], opset: int = 18, ref: str = "onnx") -> list[np.ndarray]:
+    """The node's outputs by onnx's ReferenceEvaluator (ref="onnx") or onnxruntime ("ort": where
+    the reference evaluator does not implement an old opset's meaning)."""
     feeds = {n: np.asarray(x) for n, x in zip(node.input, inputs) if n and x is not None}
-    return ReferenceEvaluator(model_of(node, feeds, opset)).run(None, feeds)
+    model = model_of(node, feeds, opset)
+    if ref == "ort":
+        import onnxruntime as ort
+
+        inferred = onnx.shape_inference.infer_shapes(model)
+        known = {vi.name: vi for vi in inferred.graph.value_info}
+        for out in model.graph.output:
+            if out.name in known:
+                out.CopyFrom(known[out.name])
+            else:  # (inference leaves a graph output's type as given: the first input's element type)
+                out.type.tensor_type.elem_type = model.graph.input[0].type.tensor_type.elem_type
+
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return sess.run(None, feeds)
+    return ReferenceEvaluator(model).run(None, feeds)
 
 
 def model_of(node: Any, feeds: dict[str, np.ndarray], opset: int = 18) -> Any:
@@ -72,10 +90,10 @@ def model_of(node: Any, feeds: dict[str, np.ndarray], opset: int = 18) -> Any:
 
 
 def check(node: Any, inputs: Sequence[Any], const: Sequence[int] = (), opset: int = 18, rtol: float = 1e-5,
-          atol: float = 1e-6, jit: bool = True) -> tuple[np.ndarray, ...]:
+          atol: float = 1e-6, jit: bool = True, ref: str = "onnx") -> tuple[np.ndarray, ...]:
     """fusebind's outputs equal the reference's: values (within rtol/atol for floats), dtype, shape."""
     got = run_fusebind(node, inputs, const, opset, jit)
-    want = run_reference(node, inputs, opset)
+    want = run_reference(node, inputs, opset, ref)
     assert len(got) >= len([o for o in node.output if o]), (len(got), node.output)
     for g, w in zip(got, want):
         g, w = np.asarray(g), np.asarray(w)

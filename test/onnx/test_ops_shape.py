@@ -55,6 +55,8 @@ CASES = [
     ("gather_neg", node("Gather", ["x", "i"], axis=1), [X, a(-1, 0, 2)], [], 18),
     ("gather_scalar_index", node("Gather", ["x", "i"], axis=2), [X, np.array(-2, I64)], [], 18),
     ("gather_2d_index", node("Gather", ["x", "i"]), [X, np.array([[1, 0], [-1, -2]], np.int32)], [], 18),
+    ("gather_constant_table", node("Gather", ["x", "i"]), [X, np.array([[1, 0], [-1, 1]], I64)], [0], 18),
+    ("gather_nd_constant_table", node("GatherND", ["x", "i"]), [X, np.array([[0, 1], [1, -1]], I64)], [0], 18),
     ("gather_elements", node("GatherElements", ["x", "i"], axis=2), [X, np.array([[[0, -1]] * 3] * 2, I64)], [], 18),
     ("gather_nd", node("GatherND", ["x", "i"]), [X, np.array([[0, 1], [1, -1]], I64)], [], 18),
     ("gather_nd_full", node("GatherND", ["x", "i"]), [X, np.array([[0, 1, 3], [1, 2, -4]], I64)], [], 18),

@@ -1,0 +1,258 @@
+"""ONNX composite and activation handlers, decomposed into prims so that fusion and the
+catalog see them as they see traced code: Softmax/LogSoftmax/Hardmax (the opset < 13 meaning:
+coerce to 2-D at `axis`), LayerNormalization, RMSNormalization, MeanVarianceNormalization,
+BatchNormalization (inference), Gelu (none/tanh), HardSwish, HardSigmoid, Mish, Softplus,
+Softsign, Elu, Selu, Celu, LeakyRelu, PRelu, ThresholdedRelu, Shrink, Swish, Dropout (inference),
+Einsum, RotaryEmbedding.
+
+The math is the spec's function body (its `*_expanded` graph) written with numpy calls, so the
+same handler folds numpy constants and builds prim IR from traced arrays; the GELU tanh form is
+the catalog's `gelu_tanh` term for term (x^3 as (x * x) * x) so the catalog can match it.
+Python float constants are weak (NEP 50): a float32 input stays float32.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from fusebind.onnx.ops_shape import is_const, lift, norm_axis
+from fusebind.onnx.registry import NodeContext, onnx_op
+
+
+def _erf(x: Any) -> Any:
+    import fusebind as fb  # (the api's erf: numpy has none; it folds numpy arrays too)
+
+    return fb.erf(x)
+
+
+def _wants(ctx: NodeContext, i: int) -> bool:
+    """Output `i` of the node is used (present and named)."""
+    return i < len(ctx.node.output) and ctx.node.output[i] != ""
+
+
+# --------------------------------------------------------------------------- softmax family
+
+
+def _softmax(x: Any, axis: int) -> Any:
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _log_softmax(x: Any, axis: int) -> Any:
+    d = x - np.max(x, axis=axis, keepdims=True)
+    return d - np.log(np.sum(np.exp(d), axis=axis, keepdims=True))
+
+
+def _hardmax(x: Any, axis: int) -> Any:
+    n = x.shape[axis]
+    shape = [1] * x.ndim
+    shape[axis] = n
+    first = np.expand_dims(np.argmax(x, axis=axis), axis)  # the first maximum, as the spec
+    return np.where(first == np.arange(n, dtype=np.int64).reshape(tuple(shape)), 1, 0).astype(x.dtype)
+
+
+def _rowwise(fn: Any) -> Any:
+    def handler(ctx: NodeContext, x: Any) -> Any:
+        if ctx.opset >= 13:
+            return fn(x, norm_axis(ctx, ctx.attr("axis", -1), x.ndim))
+        # before opset 13 the op works on x coerced to 2-D: (prod(dims[:axis]), prod(dims[axis:]))
+        axis = norm_axis(ctx, ctx.attr("axis", 1), x.ndim)
+        flat = np.reshape(x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
+        return np.reshape(fn(flat, 1), tuple(x.shape))
+    return handler
+
+
+onnx_op("Softmax")(_rowwise(_softmax))
+onnx_op("LogSoftmax")(_rowwise(_log_softmax))
+onnx_op("Hardmax")(_rowwise(_hardmax))
+
+
+# --------------------------------------------------------------------------- normalizations
+
+
+@onnx_op("LayerNormalization")
+def layer_normalization(ctx: NodeContext, x: Any, scale: Any, bias: Any = None) -> Any:
+    axis = norm_axis(ctx, ctx.attr("axis", -1), x.ndim)
+    eps = ctx.attr("epsilon", 1e-5)
+    axes = tuple(range(axis, x.ndim))
+    mean = np.mean(x, axis=axes, keepdims=True)
+    d = x - mean
+    var = np.mean(d * d, axis=axes, keepdims=True)
+    inv = 1.0 / np.sqrt(var + eps)
+    y = d * inv * scale
+    if bias is not None:
+        y = y + bias
+    return y, mean, inv
+
+
+@onnx_op("RMSNormalization")
+def rms_normalization(ctx: NodeContext, x: Any, scale: Any) -> Any:
+    axis = norm_axis(ctx, ctx.attr("axis", -1), x.ndim)
+    axes = tuple(range(axis, x.ndim))
+    ms = np.mean(x * x, axis=axes, keepdims=True)
+    return x * (1.0 / np.sqrt(ms + ctx.attr("epsilon", 1e-5))) * scale
+
+
+@onnx_op("MeanVarianceNormalization")
+def mean_variance_normalization(ctx: NodeContext, x: Any) -> Any:
+    axes = tuple(norm_axis(ctx, a, x.ndim) for a in ctx.attr("axes", [0, 2, 3]))
+    mean = np.mean(x, axis=axes, keepdims=True)
+    sq = np.mean(x * x, axis=axes, keepdims=True)
+    std = np.sqrt(sq - mean * mean)
+    return (x - mean) / (std + 1e-9)
+
+
+@onnx_op("BatchNormalization")
+def batch_normalization(ctx: NodeContext, x: Any, scale: Any, bias: Any, mean: Any, var: Any) -> Any:
+    if ctx.attr("training_mode", 0) or (ctx.opset < 9 and not ctx.attr("is_test", 1 if ctx.opset >= 7 else 0)):
+        raise ctx.unsupported("training-mode BatchNormalization (running statistics); export the model for "
+                              "inference")
+    if any(_wants(ctx, i) for i in range(1, 5)):
+        raise ctx.unsupported("BatchNormalization's running-statistics outputs (training mode)")
+    shape = (1, -1) + (1,) * (x.ndim - 2)  # per channel, axis 1
+    r = lambda v: np.reshape(v, shape)  # noqa: E731
+    eps = ctx.attr("epsilon", 1e-5)
+    return (x - r(mean)) / np.sqrt(r(var) + eps) * r(scale) + r(bias)
+
+
+# --------------------------------------------------------------------------- activations
+
+
+@onnx_op("Gelu")
+def gelu(ctx: NodeContext, x: Any) -> Any:
+    if ctx.attr("approximate", "none") == "tanh":  # the catalog's gelu_tanh, term for term
+        x3 = (x * x) * x
+        t = np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x3))
+        return (0.5 * x) * (1.0 + t)
+    return (0.5 * x) * (1.0 + _erf(x * (1.0 / math.sqrt(2.0))))
+
+
+@onnx_op("HardSigmoid")
+def hard_sigmoid(ctx: NodeContext, x: Any) -> Any:
+    return np.clip(ctx.attr("alpha", 0.2) * x + ctx.attr("beta", 0.5), 0.0, 1.0)
+
+
+@onnx_op("HardSwish")
+def hard_swish(ctx: NodeContext, x: Any) -> Any:
+    return x * np.clip(x * (1.0 / 6.0) + 0.5, 0.0, 1.0)
+
+
+def _softplus(x: Any) -> Any:
+    return np.log(np.exp(x) + 1.0)
+
+
+@onnx_op("Softplus")
+def softplus(ctx: NodeContext, x: Any) -> Any:
+    return _softplus(x)
+
+
+@onnx_op("Mish")
+def mish(ctx: NodeContext, x: Any) -> Any:
+    return x * np.tanh(_softplus(x))
+
+
+@onnx_op("Softsign")
+def softsign(ctx: NodeContext, x: Any) -> Any:
+    return x / (1.0 + np.abs(x))
+
+
+@onnx_op("Elu")
+def elu(ctx: NodeContext, x: Any) -> Any:
+    return np.where(x < 0, ctx.attr("alpha", 1.0) * (np.exp(x) - 1.0), x)
+
+
+@onnx_op("Selu")
+def selu(ctx: NodeContext, x: Any) -> Any:
+    alpha = ctx.attr("alpha", 1.67326319217681884765625)
+    gamma = ctx.attr("gamma", 1.05070102214813232421875)
+    return np.where(x > 0, gamma * x, (gamma * alpha) * (np.exp(x) - 1.0))
+
+
+@onnx_op("Celu")
+def celu(ctx: NodeContext, x: Any) -> Any:
+    alpha = ctx.attr("alpha", 1.0)
+    return np.maximum(x, 0.0) + np.minimum(alpha * (np.exp(x / alpha) - 1.0), 0.0)
+
+
+@onnx_op("LeakyRelu")
+def leaky_relu(ctx: NodeContext, x: Any) -> Any:
+    return np.where(x < 0, ctx.attr("alpha", 0.01) * x, x)
+
+
+@onnx_op("PRelu")
+def prelu(ctx: NodeContext, x: Any, slope: Any) -> Any:
+    if ctx.opset < 7 and slope.ndim == 1 and x.ndim > 2:  # (the old per-channel slope)
+        slope = np.reshape(slope, (-1,) + (1,) * (x.ndim - 2))
+    return np.where(x < 0, slope * x, x)
+
+
+@onnx_op("ThresholdedRelu")
+def thresholded_relu(ctx: NodeContext, x: Any) -> Any:
+    return np.where(x > ctx.attr("alpha", 1.0), x, 0).astype(x.dtype)
+
+
+@onnx_op("Shrink")
+def shrink(ctx: NodeContext, x: Any) -> Any:
+    lambd, bias = ctx.attr("lambd", 0.5), ctx.attr("bias", 0.0)
+    return np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0)).astype(x.dtype)
+
+
+@onnx_op("Swish")
+def swish(ctx: NodeContext, x: Any) -> Any:
+    return x * (1.0 / (1.0 + np.exp(-(ctx.attr("alpha", 1.0) * x))))
+
+
+# --------------------------------------------------------------------------- others
+
+
+@onnx_op("Dropout")
+def dropout(ctx: NodeContext, x: Any, ratio: Any = None, training: Any = None) -> Any:
+    if ctx.opset < 7 and not ctx.attr("is_test", 0):
+        raise ctx.unsupported("training-mode Dropout (random masks)")
+    if training is not None and (not is_const(training) or bool(np.asarray(training).reshape(-1)[0])):
+        raise ctx.unsupported("training-mode Dropout (random masks); fusebind runs inference")
+    mask = np.ones(tuple(x.shape), dtype=bool)
+    return (x, mask) if _wants(ctx, 1) else x
+
+
+@onnx_op("Einsum")
+def einsum(ctx: NodeContext, *xs: Any) -> Any:
+    return np.einsum(ctx.attr("equation").replace(" ", ""), *xs)
+
+
+@onnx_op("RotaryEmbedding", since=23)
+def rotary_embedding(ctx: NodeContext, x: Any, cos: Any, sin: Any, pos: Any = None) -> Any:
+    """The spec's body: x is (batch, seq, hidden) with num_heads, or (batch, heads, seq, head);
+    the first `rotary_embedding_dim` (all when 0) of each head rotate, interleaved or as halves."""
+    interleaved = ctx.attr("interleaved", 0)
+    heads = ctx.attr("num_heads", 0)
+    rot = ctx.attr("rotary_embedding_dim", 0)
+    shape = tuple(x.shape)
+    if x.ndim == 3:
+        if not heads:
+            raise ctx.unsupported("a 3-D input needs the num_heads attribute")
+        x = np.transpose(np.reshape(x, (shape[0], shape[1], heads, shape[2] // heads)), (0, 2, 1, 3))
+    head = x.shape[-1]
+    rot = rot or head
+    if pos is not None:  # cos/sin are (max_pos, rot/2) caches, indexed by the positions (batch, seq)
+        cos, sin = np.take(lift(cos, pos), pos, axis=0), np.take(lift(sin, pos), pos, axis=0)
+    cos, sin = np.expand_dims(cos, 1), np.expand_dims(sin, 1)  # (batch, 1, seq, rot/2)
+    part, rest = x[..., :rot], x[..., rot:]
+    if interleaved:
+        x1, x2 = part[..., 0::2], part[..., 1::2]
+    else:
+        x1, x2 = part[..., : rot // 2], part[..., rot // 2:]
+    r1 = x1 * cos - x2 * sin
+    r2 = x2 * cos + x1 * sin
+    if interleaved:
+        rotated = np.reshape(np.stack([r1, r2], axis=-1), tuple(part.shape))
+    else:
+        rotated = np.concatenate([r1, r2], axis=-1)
+    out = np.concatenate([rotated, rest], axis=-1) if rot < head else rotated
+    if len(shape) == 3:
+        out = np.reshape(np.transpose(out, (0, 2, 1, 3)), shape)
+    return out
+

@@ -1,0 +1,88 @@
+"""ONNX composite and activation handlers (fusebind/onnx/ops_nn.py) against onnx's
+ReferenceEvaluator, each run inside fb.jit on one small float32 shape (shared kernels)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from onnx_node_harness import check, node, run_fusebind
+
+from fusebind.onnx.registry import UnsupportedModel
+
+RNG = np.random.default_rng(0)
+X = (RNG.standard_normal((2, 3, 4)) * 2).astype(np.float32)
+X4 = RNG.standard_normal((2, 3, 2, 2)).astype(np.float32)
+W = RNG.standard_normal(4).astype(np.float32)
+B = RNG.standard_normal(4).astype(np.float32)
+C3 = RNG.standard_normal(3).astype(np.float32)
+VAR3 = RNG.uniform(0.5, 2, 3).astype(np.float32)
+
+CASES = [
+    ("softmax", node("Softmax", ["x"]), [X], 13),
+    ("softmax_axis1", node("Softmax", ["x"], axis=1), [X], 13),
+    ("softmax_v11_coerced", node("Softmax", ["x"], axis=1), [X], 11),
+    ("softmax_v11_default", node("Softmax", ["x"]), [X], 11),
+    ("logsoftmax", node("LogSoftmax", ["x"], axis=-1), [X], 13),
+    ("logsoftmax_v11_axis0", node("LogSoftmax", ["x"], axis=0), [X], 11),
+    ("hardmax", node("Hardmax", ["x"], axis=1), [X], 13),
+    ("layernorm", node("LayerNormalization", ["x", "w", "b"], ["y", "m", "r"]), [X, W, B], 17),
+    ("layernorm_axis1_noB", node("LayerNormalization", ["x", "w"], ["y"], axis=1, epsilon=1e-3),
+     [X, X[0] * 0 + 1.5], 17),
+    ("rmsnorm", node("RMSNormalization", ["x", "w"], epsilon=1e-4), [X, W], 23),
+    ("mvn", node("MeanVarianceNormalization", ["x"]), [X4], 13),
+    ("mvn_axes", node("MeanVarianceNormalization", ["x"], axes=[1]), [X4], 13),
+    ("batchnorm", node("BatchNormalization", ["x", "s", "b", "m", "v"]), [X4, C3, C3 * 2, C3, VAR3], 15),
+    ("gelu", node("Gelu", ["x"]), [X], 20),
+    ("gelu_tanh", node("Gelu", ["x"], approximate="tanh"), [X], 20),
+    ("hardsigmoid", node("HardSigmoid", ["x"], alpha=0.3, beta=0.4), [X], 6),
+    ("hardswish", node("HardSwish", ["x"]), [X], 14),
+    ("softplus", node("Softplus", ["x"]), [X], 1),
+    ("mish", node("Mish", ["x"]), [X], 18),
+    ("softsign", node("Softsign", ["x"]), [X], 1),
+    ("elu", node("Elu", ["x"], alpha=0.7), [X], 6),
+    ("selu", node("Selu", ["x"]), [X], 6),
+    ("celu", node("Celu", ["x"], alpha=2.0), [X], 12),
+    ("leakyrelu", node("LeakyRelu", ["x"], alpha=0.1), [X], 16),
+    ("prelu", node("PRelu", ["x", "s"]), [X, W], 16),
+    ("thresholdedrelu", node("ThresholdedRelu", ["x"], alpha=0.5), [X], 10),
+    ("shrink", node("Shrink", ["x"], lambd=1.0, bias=0.5), [X], 9),
+    ("swish", node("Swish", ["x"], alpha=0.5), [X], 24),
+    ("dropout_mask", node("Dropout", ["x"], ["y", "mask"]), [X], 13),
+    ("einsum_bmm", node("Einsum", ["x", "y"], equation="bij, bjk -> bik"), [X, np.swapaxes(X, 1, 2)], 12),
+    ("einsum_transpose_sum", node("Einsum", ["x"], equation="ijk->kj"), [X], 12),
+]
+
+
+#: the reference evaluator gives opset 13's meaning at every opset: onnxruntime checks these
+OLD_SOFTMAX = {"softmax_v11_coerced", "softmax_v11_default", "logsoftmax_v11_axis0"}
+
+
+@pytest.mark.parametrize("name,nd,inputs,opset", CASES, ids=[c[0] for c in CASES])
+def test_handler_matches_reference(name, nd, inputs, opset):
+    check(nd, inputs, opset=opset, rtol=1e-5, atol=1e-5, ref="ort" if name in OLD_SOFTMAX else "onnx")
+
+
+def _rotary_inputs(interleaved):
+    x = RNG.standard_normal((1, 3, 2 * 4)).astype(np.float32)  # batch 1, seq 3, 2 heads of 4
+    pos = np.array([[0, 2, 1]], np.int64)
+    ang = RNG.uniform(0, 3, (4, 2)).astype(np.float32)
+    return [x, np.cos(ang), np.sin(ang), pos]
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_rotary_embedding(interleaved):
+    nd = node("RotaryEmbedding", ["x", "c", "s", "p"], interleaved=interleaved, num_heads=2)
+    check(nd, _rotary_inputs(interleaved), const=[1, 2], opset=23, rtol=1e-5, atol=1e-5)
+
+
+def test_training_dropout_is_unsupported_model():
+    with pytest.raises(UnsupportedModel, match=r"\(Dropout, opset 13\): training-mode Dropout"):
+        run_fusebind(node("Dropout", ["x", "r", "t"]), [X, np.array(0.5, np.float32), np.array(True)],
+                     const=[1, 2], opset=13)
+
+
+def test_training_batchnorm_is_unsupported_model():
+    with pytest.raises(UnsupportedModel, match=r"training-mode BatchNormalization"):
+        run_fusebind(node("BatchNormalization", ["x", "s", "b", "m", "v"], training_mode=1),
+                     [X4, C3, C3, C3, VAR3], opset=15)
