@@ -21,6 +21,7 @@ from fusebind.compiler.graph import DataflowGraph
 from fusebind.compiler.matching import (Candidate, MatchState, Rejection, Rule, in_block_order, op_kind,
                                         private_producers)
 from fusebind.compiler.regions import inlined_constant
+from fusebind.compiler.scan_rule import scan_regions
 from fusebind.compiler.scatter_rule import scatter_regions
 from fusebind.dialect.prim import BroadcastToOp, ElementwiseOp, MatmulOp, PowOp, ReductionOp
 
@@ -212,6 +213,7 @@ def _elementwise(state: MatchState) -> list[Candidate]:
 SYNTHESIZED_RULES: tuple[Rule, ...] = (
     Rule("matmul-epilogue", None, _matmul_epilogue),
     Rule("reduction", None, _reduction_fusion),
+    Rule("scan", None, lambda state: scan_regions(state, is_fusable_elementwise, synthesized_name)),  # before ew
     Rule("elementwise", None, _elementwise),
     Rule("scatter", None, lambda state: scatter_regions(state, is_fusable_elementwise, synthesized_name)),
 )

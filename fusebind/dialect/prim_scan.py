@@ -11,10 +11,10 @@ types: f32, f64, i32, i64 (the API casts to numpy's result dtype first: bool and
 int64 on numpy 2). `axis` is normalized (0 <= axis < rank); a rank-0 operand has no axis to scan
 (the API flattens it first, as `axis=None` does).
 
-Its category is `ShapeOp` for the executor's sake: a lone scan runs its numpy reference (there is
-no static scan kernel: `runtime/resolve.static_attrs` would have to key one by kind and axis), and
-it is not an index map, so the fusion rules do not put it in an elementwise region. Inside a
-fused region it lowers to scalar loops in numpy's order (`lowering/emit_scan.py`).
+Its category is `ShapeOp` (it is not an index map, so the elementwise rule does not take it): the
+scan rule (`compiler/scan_rule.py`) gives each scan a region of its own with its private
+elementwise producers, where it lowers to scalar loops in numpy's order (`lowering/emit_scan.py`);
+outside a region (arm 0, the interpreter) it runs its numpy reference.
 """
 
 from __future__ import annotations
@@ -56,6 +56,13 @@ class ScanOp(ShapeOp):
         type(self).infer_shape(shape, kind=kind, axis=a)
         super().__init__(operands=[x], result_types=[tensor_type(shape, elem_of(x.type))],
                          properties={"kind": StringAttr(kind), "axis": IntegerAttr(a, i64)})
+
+    def reference_index_passes(self, operand: int) -> int:
+        """Passes the numpy reference makes over the operand, for the Layer-1 cost (the hook a
+        gather's reference uses, compiler/cost.py): np.cumsum's scan, then `cast_result`'s copy of
+        the result, against a region's one pass (so a lone scan prices as a region,
+        compiler/scan_rule.py)."""
+        return 2
 
     def kind_value(self) -> str:
         return self.kind.data
