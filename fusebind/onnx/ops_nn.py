@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from fusebind.onnx.ops_shape import is_const, lift, norm_axis
+from fusebind.onnx.ops_shape import const_inputs, is_const, lift, norm_axis
 from fusebind.onnx.registry import NodeContext, onnx_op
 
 
@@ -209,6 +209,7 @@ def swish(ctx: NodeContext, x: Any) -> Any:
 
 
 @onnx_op("Dropout")
+@const_inputs(2)
 def dropout(ctx: NodeContext, x: Any, ratio: Any = None, training: Any = None) -> Any:
     if ctx.opset < 7 and not ctx.attr("is_test", 0):
         raise ctx.unsupported("training-mode Dropout (random masks)")

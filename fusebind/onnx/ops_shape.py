@@ -67,6 +67,16 @@ def lift(data: Any, *others: Any) -> Any:
     return as_tracer(graph_of(*others), value)
 
 
+def const_inputs(*positions: int) -> Any:
+    """Declare the input positions whose values the handler needs at import (shapes, axes,
+    pads, repeats): `fn.const_inputs`. The importer may make a graph input that feeds one of
+    them a static argument (its value part of the trace key), as the node suite feeds them."""
+    def mark(fn: Any) -> Any:
+        fn.const_inputs = tuple(positions)
+        return fn
+    return mark
+
+
 def _const_i64(values: Any) -> np.ndarray:
     return np.asarray(values, dtype=np.int64)
 
@@ -79,6 +89,7 @@ def _ones_tuple(n: int) -> tuple[int, ...]:
 
 
 @onnx_op("Reshape")
+@const_inputs(1)
 def reshape(ctx: NodeContext, x: Any, shape: Any = None) -> Any:
     if ctx.opset < 5:
         target = [int(v) for v in ctx.attr("shape", [])]
@@ -97,6 +108,7 @@ def flatten(ctx: NodeContext, x: Any) -> Any:
 
 
 @onnx_op("Squeeze")
+@const_inputs(1)
 def squeeze(ctx: NodeContext, x: Any, axes: Any = None) -> Any:
     ax = ctx.attr("axes") if ctx.opset < 13 else (None if axes is None else const_ints(ctx, axes, "axes"))
     if ax is None:
@@ -106,6 +118,7 @@ def squeeze(ctx: NodeContext, x: Any, axes: Any = None) -> Any:
 
 
 @onnx_op("Unsqueeze")
+@const_inputs(1)
 def unsqueeze(ctx: NodeContext, x: Any, axes: Any = None) -> Any:
     ax = ctx.attr("axes", []) if ctx.opset < 13 else const_ints(ctx, axes, "axes")
     rank = x.ndim + len(ax)
@@ -126,6 +139,7 @@ def identity(ctx: NodeContext, x: Any) -> Any:
 
 
 @onnx_op("Expand")
+@const_inputs(1)
 def expand(ctx: NodeContext, x: Any, shape: Any) -> Any:
     target = tuple(const_ints(ctx, shape, "shape"))
     out = np.broadcast_shapes(tuple(x.shape), target)  # ONNX's Expand broadcasts both ways
@@ -133,6 +147,7 @@ def expand(ctx: NodeContext, x: Any, shape: Any) -> Any:
 
 
 @onnx_op("Tile")
+@const_inputs(1)
 def tile(ctx: NodeContext, x: Any, repeats: Any) -> Any:
     return np.tile(x, tuple(const_ints(ctx, repeats, "repeats")))
 
@@ -152,7 +167,8 @@ def depth_to_space(ctx: NodeContext, x: Any) -> Any:
 def space_to_depth(ctx: NodeContext, x: Any) -> Any:
     b = ctx.attr("blocksize")
     n, c, h, w = x.shape
-    t = np.transpose(np.reshape(x, (n, c, h // b, b, w // b, b)), (0, 3, 5, 1, 2, 4))
+    perm = (0, 3, 5, 1, 2, 4) if ctx.attr("mode", "DCR") == "DCR" else (0, 1, 3, 5, 2, 4)
+    t = np.transpose(np.reshape(x, (n, c, h // b, b, w // b, b)), perm)
     return np.reshape(t, (n, c * b * b, h // b, w // b))
 
 
@@ -166,6 +182,7 @@ def concat(ctx: NodeContext, *xs: Any) -> Any:
 
 
 @onnx_op("Split")
+@const_inputs(1)
 def split(ctx: NodeContext, x: Any, sizes: Any = None) -> Any:
     axis = norm_axis(ctx, ctx.attr("axis", 0), x.ndim)
     dim = x.shape[axis]
@@ -208,6 +225,7 @@ def _clamped_slice(start: int, end: int, step: int, dim: int) -> slice:
 
 
 @onnx_op("Slice")
+@const_inputs(1, 2, 3, 4)
 def slice_(ctx: NodeContext, x: Any, starts: Any = None, ends: Any = None, axes: Any = None,
            steps: Any = None) -> Any:
     if ctx.opset < 10:
@@ -331,6 +349,7 @@ def scatter_nd(ctx: NodeContext, x: Any, idx: Any, updates: Any) -> Any:
 
 
 @onnx_op("Pad")
+@const_inputs(1, 3)
 def pad(ctx: NodeContext, x: Any, pads: Any = None, value: Any = None, axes: Any = None) -> Any:
     mode = ctx.attr("mode", "constant")
     if ctx.opset < 11:
@@ -338,8 +357,7 @@ def pad(ctx: NodeContext, x: Any, pads: Any = None, value: Any = None, axes: Any
         fill = ctx.attr("value", 0.0)
     else:
         p = const_ints(ctx, pads, "pads")
-        given = np.zeros(0) if value is None else const_array(ctx, value, "constant_value").reshape(-1)
-        fill = given[0] if given.size else 0
+        fill = 0 if value is None or (is_const(value) and np.size(value) == 0) else value
     ax = list(range(x.ndim)) if axes is None else [norm_axis(ctx, a, x.ndim) for a in const_ints(ctx, axes, "axes")]
     n = len(ax)
     width = [[0, 0] for _ in range(x.ndim)]
@@ -353,7 +371,11 @@ def pad(ctx: NodeContext, x: Any, pads: Any = None, value: Any = None, axes: Any
         return x
     widths = tuple((lo, hi) for lo, hi in width)
     if mode == "constant":
-        return np.pad(x, widths, mode="constant", constant_values=np.asarray(fill).astype(x.dtype))
+        if is_const(fill):
+            return np.pad(x, widths, mode="constant", constant_values=np.asarray(fill).reshape(-1)[0].astype(x.dtype))
+        # a traced fill value: zeros padded, then the fill where the constant mask says padding
+        inside = np.pad(np.ones(tuple(x.shape), bool), widths, mode="constant", constant_values=False)
+        return np.where(inside, np.pad(x, widths, mode="constant"), np.reshape(fill, ()).astype(x.dtype))
     if mode in ("reflect", "edge", "wrap"):
         return np.pad(x, widths, mode=mode)
     raise ctx.unsupported(f"the Pad mode {mode!r}")
@@ -389,6 +411,7 @@ def constant(ctx: NodeContext) -> Any:
 
 
 @onnx_op("ConstantOfShape")
+@const_inputs(0)
 def constant_of_shape(ctx: NodeContext, shape: Any) -> Any:
     value = ctx.attr("value")
     value = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
@@ -396,6 +419,7 @@ def constant_of_shape(ctx: NodeContext, shape: Any) -> Any:
 
 
 @onnx_op("Range")
+@const_inputs(0, 1, 2)
 def range_(ctx: NodeContext, start: Any, limit: Any, delta: Any) -> Any:
     s = const_array(ctx, start, "start")
     lim, d = const_array(ctx, limit, "limit"), const_array(ctx, delta, "delta")
@@ -404,12 +428,14 @@ def range_(ctx: NodeContext, start: Any, limit: Any, delta: Any) -> Any:
 
 
 @onnx_op("Trilu")
+@const_inputs(1)
 def trilu(ctx: NodeContext, x: Any, k: Any = None) -> Any:
     kk = 0 if k is None else const_ints(ctx, k, "k")[0]
     return np.triu(x, kk) if ctx.attr("upper", 1) else np.tril(x, kk)
 
 
 @onnx_op("CumSum")
+@const_inputs(1)
 def cumsum(ctx: NodeContext, x: Any, axis: Any) -> Any:
     a = norm_axis(ctx, const_ints(ctx, axis, "axis")[0], x.ndim)
     y = np.flip(x, a) if ctx.attr("reverse", 0) else x
@@ -424,6 +450,7 @@ def cumsum(ctx: NodeContext, x: Any, axis: Any) -> Any:
 
 
 @onnx_op("OneHot")
+@const_inputs(1)
 def one_hot(ctx: NodeContext, indices: Any, depth: Any, values: Any) -> Any:
     n = int(const_array(ctx, depth, "depth").reshape(-1)[0])
     rank = indices.ndim + 1
