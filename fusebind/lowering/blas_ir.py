@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["GEMMS", "Gemm", "blas_thunk_ir", "compile_blas_thunk"]
+__all__ = ["GEMMS", "NARROW", "Gemm", "blas_thunk_ir", "compile_blas_thunk", "narrow_blas_thunk_ir"]
 
 
 @dataclass(frozen=True)
@@ -32,9 +32,24 @@ class Gemm:
         return f"_mlir_ciface_fb_blas_{self.short}"
 
 
-#: the element types BLAS covers (integer matmul has no BLAS: it uses the generated linalg.matmul)
+#: the element types BLAS covers (integer matmul has no BLAS: it uses the generated linalg.matmul).
+#: f16 and bf16 up-convert to f32 and call sgemm (`NARROW`): this host's CPUs have no avx512_bf16
+#: (nor AVX512-FP16), so there is no native narrow gemm to prefer.
 GEMMS: dict[str, Gemm] = {"f32": Gemm("scipy_cblas_sgemm64_", "float", "sgemm"),
-                          "f64": Gemm("scipy_cblas_dgemm64_", "double", "dgemm")}
+                          "f64": Gemm("scipy_cblas_dgemm64_", "double", "dgemm"),
+                          "f16": Gemm("scipy_cblas_sgemm64_", "half", "hgemm_via_sgemm"),
+                          "bf16": Gemm("scipy_cblas_sgemm64_", "i16", "bf16gemm_via_sgemm")}
+#: narrow element -> (LLVM IR widening `%dst = f32 of %src`, narrowing `%dst = narrow of %src`)
+NARROW: dict[str, tuple[str, str]] = {
+    "f16": ("  %{d} = fpext half %{s} to float", "  %{d} = fptrunc float %{s} to half"),
+    # bf16 is the top half of an f32: widening shifts it up; narrowing rounds to nearest even
+    # (bias 0x7FFF plus the kept LSB) and keeps a NaN a quiet NaN, as ml_dtypes does
+    "bf16": ("  %{d}.z = zext i16 %{s} to i32\n  %{d}.h = shl i32 %{d}.z, 16\n  %{d} = bitcast i32 %{d}.h to float",
+             "  %{d}.b = bitcast float %{s} to i32\n  %{d}.l0 = lshr i32 %{d}.b, 16\n  %{d}.l = and i32 %{d}.l0, 1\n"
+             "  %{d}.bias = add i32 %{d}.l, 32767\n  %{d}.r0 = add i32 %{d}.b, %{d}.bias\n"
+             "  %{d}.r = lshr i32 %{d}.r0, 16\n  %{d}.q = or i32 %{d}.l0, 64\n  %{d}.nan = fcmp uno float %{s}, %{s}\n"
+             "  %{d}.s = select i1 %{d}.nan, i32 %{d}.q, i32 %{d}.r\n  %{d} = trunc i32 %{d}.s to i16"),
+}
 
 _DESC = "{ ptr, ptr, i64, [2 x i64], [2 x i64] }"  # a rank-2 memref descriptor
 
@@ -87,10 +102,97 @@ define void @_mlir_ciface_{name}(ptr %a, ptr %b, ptr %c) {{
 """
 
 
+def _copy_loop(p: str, rows: str, cols: str, body: list[str]) -> str:
+    """A row-major loop nest over [0, rows) x [0, cols) with induction variables %<p>.i, %<p>.j;
+    `body` may use them (it runs once per element, in order)."""
+    inner = "\n".join(body)
+    return f"""
+  br label %{p}.ih
+{p}.ih:
+  %{p}.i = phi i64 [0, %{p}.pre], [%{p}.i1, %{p}.ie]
+  %{p}.ic = icmp slt i64 %{p}.i, %{rows}
+  br i1 %{p}.ic, label %{p}.jpre, label %{p}.done
+{p}.jpre:
+  br label %{p}.jh
+{p}.jh:
+  %{p}.j = phi i64 [0, %{p}.jpre], [%{p}.j1, %{p}.jb]
+  %{p}.jc = icmp slt i64 %{p}.j, %{cols}
+  br i1 %{p}.jc, label %{p}.jb, label %{p}.ie
+{p}.jb:
+{inner}
+  %{p}.j1 = add i64 %{p}.j, 1
+  br label %{p}.jh
+{p}.ie:
+  %{p}.i1 = add i64 %{p}.i, 1
+  br label %{p}.ih
+{p}.done:"""
+
+
+def _widen(elem: str, src: str, dst: str, rows: str, cols: str) -> str:
+    """Copy the narrow strided operand %<src> into the contiguous f32 buffer %<dst>.buf."""
+    t = GEMMS[elem].ctype
+    widen = NARROW[elem][0].format(d=f"{dst}.w", s=f"{dst}.v")
+    body = [f"  %{dst}.a0 = mul i64 %{src}.st0, %{dst}.i", f"  %{dst}.a1 = mul i64 %{src}.st1, %{dst}.j",
+            f"  %{dst}.a = add i64 %{dst}.a0, %{dst}.a1", f"  %{dst}.p = getelementptr {t}, ptr %{src}.ptr, i64 %{dst}.a",
+            f"  %{dst}.v = load {t}, ptr %{dst}.p", widen,
+            f"  %{dst}.o0 = mul i64 %{dst}.i, %{cols}", f"  %{dst}.o = add i64 %{dst}.o0, %{dst}.j",
+            f"  %{dst}.q = getelementptr float, ptr %{dst}.buf, i64 %{dst}.o", f"  store float %{dst}.w, ptr %{dst}.q"]
+    return f"  br label %{dst}.pre\n{dst}.pre:" + _copy_loop(dst, rows, cols, body)
+
+
+def narrow_blas_thunk_ir(elem: str, gemm_address: int, name: str) -> str:
+    """LLVM IR of `_mlir_ciface_<name>(A*, B*, C*)` for a narrow float (f16, bf16): A (M x K) and
+    B (K x N), any strides, are widened into contiguous f32 buffers, sgemm computes C in f32
+    (f32 accumulation), and each element of C is rounded once to `elem` (round to nearest even)."""
+    t = GEMMS[elem].ctype
+    narrow = NARROW[elem][1].format(d="cn.n", s="cn.v")
+    store = ["  %cn.o0 = mul i64 %cn.i, %C.d1", "  %cn.o = add i64 %cn.o0, %cn.j",
+             "  %cn.p = getelementptr float, ptr %cbuf, i64 %cn.o", "  %cn.v = load float, ptr %cn.p", narrow,
+             "  %cn.a0 = mul i64 %C.st0, %cn.i", "  %cn.a1 = mul i64 %C.st1, %cn.j", "  %cn.a = add i64 %cn.a0, %cn.a1",
+             f"  %cn.q = getelementptr {t}, ptr %C.ptr, i64 %cn.a", f"  store {t} %cn.n, ptr %cn.q"]
+    return f"""declare i64 @llvm.smax.i64(i64, i64)
+declare ptr @malloc(i64)
+declare void @free(ptr)
+
+define void @_mlir_ciface_{name}(ptr %a, ptr %b, ptr %c) {{
+entry:
+{_load(t, "a", "A")}
+{_load(t, "b", "B")}
+{_load(t, "c", "C")}
+  %na = mul i64 %A.d0, %A.d1
+  %nb = mul i64 %B.d0, %B.d1
+  %nc = mul i64 %C.d0, %C.d1
+  %sa = shl i64 %na, 2
+  %sb = shl i64 %nb, 2
+  %sc = shl i64 %nc, 2
+  %sa1 = call i64 @llvm.smax.i64(i64 %sa, i64 4)
+  %sb1 = call i64 @llvm.smax.i64(i64 %sb, i64 4)
+  %sc1 = call i64 @llvm.smax.i64(i64 %sc, i64 4)
+  %wa.buf = call ptr @malloc(i64 %sa1)
+  %wb.buf = call ptr @malloc(i64 %sb1)
+  %cbuf = call ptr @malloc(i64 %sc1)
+{_widen(elem, "A", "wa", "A.d0", "A.d1")}
+{_widen(elem, "B", "wb", "B.d0", "B.d1")}
+  %fn = inttoptr i64 {gemm_address} to ptr
+  %lda = call i64 @llvm.smax.i64(i64 %A.d1, i64 1)
+  %ldb = call i64 @llvm.smax.i64(i64 %B.d1, i64 1)
+  %ldc = call i64 @llvm.smax.i64(i64 %C.d1, i64 1)
+  call void %fn(i32 101, i32 111, i32 111, i64 %A.d0, i64 %B.d1, i64 %A.d1, float 1.0, ptr %wa.buf, i64 %lda, ptr %wb.buf, i64 %ldb, float 0.0, ptr %cbuf, i64 %ldc)
+  br label %cn.pre
+cn.pre:{_copy_loop("cn", "C.d0", "C.d1", store)}
+  call void @free(ptr %wa.buf)
+  call void @free(ptr %wb.buf)
+  call void @free(ptr %cbuf)
+  ret void
+}}
+"""
+
+
 def compile_blas_thunk(elem: str, gemm_address: int) -> tuple[bytes, str]:
     """(object code, exported symbol) of the `elem` thunk calling the gemm at `gemm_address`."""
     from fusebind.lowering.codegen import compile_llvm_ir
 
     gemm = GEMMS[elem]
     entry = gemm.entry
-    return compile_llvm_ir(blas_thunk_ir(elem, gemm_address, f"fb_blas_{gemm.short}"), entry), entry
+    make = narrow_blas_thunk_ir if elem in NARROW else blas_thunk_ir
+    return compile_llvm_ir(make(elem, gemm_address, f"fb_blas_{gemm.short}"), entry), entry

@@ -21,11 +21,27 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fusebind.dialect.prim_structured import TransposeOp, reduced_shape
+from fusebind.dialect.types import ELEMENTS
 from fusebind.lowering import accumulate, accumulate_arg, emit_concat, emit_gather, emit_scan, emit_scatter
 from fusebind.lowering.index_checks import emit_index_check
 from fusebind.lowering.linalg_types import (Dim, Value, broadcast_dims, element_name, flag, ints, op_attr, op_kind,
                                             read_by_maps, shape_of, storage, ttype)
 from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder, is_float
+
+
+#: The narrow floats (f16, bf16): stored narrow, computed in f32. A generic body widens a narrow
+#: operand as it loads it (`arith.extf`, `_bind_args`); an elementwise op, reduction or matmul of
+#: narrow result type computes an f32 tensor (`compute_elem`), so a fused chain rounds once, where its
+#: value leaves the kernel (`emit_op` narrows a result the terminator returns, `arith.truncf`:
+#: round to nearest even, as numpy and ml_dtypes do) or where an explicit `prim.cast` asks for it.
+NARROW_FLOATS: frozenset[str] = frozenset(n for n, e in ELEMENTS.items() if e.kind == "float" and e.bits < 32)
+#: ops that move narrow values without arithmetic, in their storage type (their emitters read rtype)
+_STORAGE_KINDS = emit_gather.KINDS | emit_concat.KINDS | emit_scatter.KINDS | emit_scan.KINDS
+
+
+def compute_elem(elem: str) -> str:
+    """The element type a value of `elem` is computed in: f32 for a narrow float, else itself."""
+    return "f32" if elem in NARROW_FLOATS else elem
 
 
 @dataclass(frozen=True)
@@ -55,6 +71,9 @@ class Emitter:
     checks: list[str] = field(default_factory=list)
     check_sources: list[tuple[int, ...]] = field(default_factory=list)
     sources: tuple[int, ...] = ()
+    #: the f32 value of each narrowed result (name -> wide Value): its consumers in the kernel read
+    #: the unrounded value, only the kernel's output is rounded
+    wide: dict[str, Value] = field(default_factory=dict)
 
     def fresh(self, hint: str = "v") -> str:
         self.counter += 1
@@ -132,6 +151,8 @@ class Emitter:
                 b.bind(p, "i8")
                 zero = b.constant(0, "i8")
                 vals.append(b._op(f"arith.cmpi ne, {p}, {zero} : i8", "i1"))
+            elif a.elem in NARROW_FLOATS:  # the load widens: arithmetic on narrow floats is in f32
+                vals.append(b.cast(b.bind(p, a.elem), "f32"))
             else:
                 vals.append(b.bind(p, a.elem))
         return params, vals
@@ -149,6 +170,8 @@ class Emitter:
                                [f"{acc}: {storage(out_elem)}"])
         if out_elem == "i1":
             result = b._op(f"arith.extui {result} : i1 to i8", "i8")
+        elif out_elem in NARROW_FLOATS and b.elem(result) != out_elem:  # a widened load copied out
+            result = b.cast(result, out_elem)
         self.lines.append(f"{head} outs({init} : {out_t}) {{")
         self.lines.append(f"^bb0({block_args}):")
         self.lines.extend("  " + line for line in b.lines)
@@ -462,18 +485,59 @@ def _nested(arr: np.ndarray, fmt: Callable[[Any], str]) -> str:
 
 
 def emit_op(em: Emitter, op: Any, args: list[Value], axis_shift: int = 0) -> Value:
+    """One op's value. A narrow float result (f16, bf16) is an f32 tensor unless it leaves the
+    kernel (then it is rounded once, and its consumers still read the f32 one: `Emitter.wide`) or
+    the op is an explicit cast; the data-movement ops that read their result type (gather, concat,
+    scatter, scan) take and give the narrow storage type."""
     kind = op_kind(op)
     if len(op.results) != 1:
         raise ScalarEmitError(f"{op.name}: ops with {len(op.results)} results are not lowered")
+    logical = element_name(op.results[0].type)
+    if kind in _STORAGE_KINDS:
+        args = [narrowed(em, a, element_name(o.type)) for a, o in zip(args, op.operands)]
+    else:
+        args = [em.wide.get(getattr(a, "name", ""), a) for a in args]  # an Expr has no name
+    if kind in accumulate_arg.KINDS and args[0].elem in NARROW_FLOATS:  # its passes bind x's own type
+        args = [em._map_unary(args[0], lambda bb, x: x, "f32")]
+    if kind == "cast" and logical in NARROW_FLOATS and args[0].elem not in NARROW_FLOATS | {"f32"}:
+        # int/f64 -> narrow through f32 (as ml_dtypes converts): x86 has no direct instruction and
+        # LLVM's libcalls (__truncdfhf2, __truncsfbf2 for sitofp) are not linked into kernels
+        args = [em._map_unary(args[0], lambda bb, x: bb.cast(x, "f32"), "f32")]
+    value = _emit_op(em, op, args, axis_shift, logical if kind == "cast" else compute_elem(logical))
+    if logical in NARROW_FLOATS and value.elem != logical and _returned(op):
+        wide, value = value, narrowed(em, value, logical)
+        em.wide[value.name] = wide
+    return value
+
+
+def narrowed(em: Emitter, v: Value, elem: str) -> Value:
+    """`v` in the narrow storage type `elem` (rounded to nearest even), or `v` itself."""
+    if elem not in NARROW_FLOATS or v.elem == elem:
+        return v
+    return em._map_unary(v, lambda bb, x: bb.cast(x, elem), elem)
+
+
+def _returned(op: Any) -> bool:
+    """Whether the kernel returns `op`'s result (a use by its block's terminator)."""
+    for use in op.results[0].uses:
+        user = use.operation
+        block = user.parent_block()
+        if block is not None and block.last_op is user:
+            return True
+    return False
+
+
+def _emit_op(em: Emitter, op: Any, args: list[Value], axis_shift: int, out: str) -> Value:
+    kind = op_kind(op)
     rtype = op.results[0].type
     if hasattr(op, "scalar_body"):
-        return em.elementwise(op, args, element_name(rtype))
+        return em.elementwise(op, args, out)
     if kind.startswith("reduce"):
         if kind in accumulate_arg.KINDS:  # (value, index) pairs
-            return accumulate_arg.emit(em, op, args[0], element_name(rtype), axis_shift)
+            return accumulate_arg.emit(em, op, args[0], out, axis_shift)
         if accumulate.is_blocked(op):  # float sums and means: blocked, accurate (accumulate.py)
-            return accumulate.blocked_sum(em, op, args[0], element_name(rtype), axis_shift)
-        return em.reduction(op, args[0], element_name(rtype), axis_shift)
+            return accumulate.blocked_sum(em, op, args[0], out, axis_shift)
+        return em.reduction(op, args[0], out, axis_shift)
     if kind == "transpose":
         return em.transpose(op, args[0], rtype)
     if kind == "reshape":
@@ -493,5 +557,5 @@ def emit_op(em: Emitter, op: Any, args: list[Value], axis_shift: int = 0) -> Val
     if kind == "constant":
         return em.constant(op, rtype)
     if kind == "matmul":
-        return em.matmul(op, args[0], args[1], element_name(rtype))
+        return em.matmul(op, args[0], args[1], out)
     raise ScalarEmitError(f"{op.name}: no lowering to linalg for op kind '{kind}'")

@@ -42,6 +42,23 @@ UPSTREAM_PIPELINE: tuple[tuple[str, str], ...] = (
 )
 
 
+# bf16 has no x86 conversion instructions without AVX512-BF16 (LLVM calls `__truncsfbf2`, which the
+# JIT does not link): a kernel that names bf16 expands its extf/truncf into integer ops before
+# arith -> llvm (round to nearest even; a NaN stays a quiet NaN, as ml_dtypes). Only such kernels
+# run it: arith-expand also rewrites other ops (maximumf, ceildivsi) the other kernels lower natively.
+BF16_EXPAND = ("arith-expand{include-bf16=true}", "bf16 extf/truncf -> integer ops (RNE, NaN kept)")
+ARITH_TO_LLVM = "convert-arith-to-llvm"
+
+
+def with_narrow_float_passes(passes: tuple[tuple[str, str], ...], text: str) -> tuple[tuple[str, str], ...]:
+    """`passes`, with `BF16_EXPAND` before arith -> llvm when the kernel `text` names bf16."""
+    names = [p for p, _ in passes]
+    if "bf16" not in text or ARITH_TO_LLVM not in names:
+        return passes
+    at = names.index(ARITH_TO_LLVM)
+    return passes[:at] + (BF16_EXPAND,) + passes[at:]
+
+
 # Passes that only matter when bufferization left a heap allocation. Most kernels have
 # none (outputs are written in place, row temporaries live on the stack), and the
 # canonicalizations inside this pipeline were the most expensive upstream step.
@@ -302,7 +319,7 @@ def run_upstream_pipeline(text: str, ctx: Any | None = None, pipeline: str | Non
             run(pipeline_text(before))
             if _drop_self_copies(module):
                 after = UPSTREAM_PIPELINE[cut:]
-            run(pipeline_text(after))
+            run(pipeline_text(with_narrow_float_passes(after, text)))
         else:
             run(pipeline)
     finally:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from fusebind.lowering import accumulate, exprs
-from fusebind.lowering.emitter import Emitter, emit_op
+from fusebind.lowering.emitter import Emitter, compute_elem, emit_op, narrowed
 from fusebind.lowering.linalg_types import (ELEMENT_BYTES, Dim, TensorSpec, Value, broadcast_dims, element_name, flag, ints, mtype, op_attr, op_kind,
                                             out_spec, storage, ttype)
 from fusebind.lowering.scalar_text import TextScalarBuilder, is_float
@@ -327,14 +327,14 @@ def emit_rows(em: Emitter, block: Any, values: dict[Any, Value], plan: RowPlan,
                 mapped, v = accumulate.blocked_map_sum(em, op, exprs.make_expr(e, e_args),
                                                        element_name(op.results[0].type), plan.lead)
             else:
-                mapped, v = em.map_reduce(e, e_args, element_name(e.results[0].type), op,
-                                          element_name(op.results[0].type), plan.lead)
+                mapped, v = em.map_reduce(e, e_args, compute_elem(element_name(e.results[0].type)), op,
+                                          compute_elem(element_name(op.results[0].type)), plan.lead)
             row_values[e.results[0]] = mapped
             stored.add(e.results[0])
             row_values[op.results[0]] = v
             continue
         args = [row_values[o] for o in op.operands]
-        out_elem = element_name(op.results[0].type)
+        out_elem = compute_elem(element_name(op.results[0].type))  # a narrow float row stays f32 until written
         # The last use of a stored row may overwrite it: softmax's exp row is scaled in
         # place, so the row is written to the output once, by the map_reduce pass.
         # Not a row with a size-1 dim: that generic reads its `outs`, and when a later op
@@ -364,7 +364,7 @@ def emit_rows(em: Emitter, block: Any, values: dict[Any, Value], plan: RowPlan,
     views: list[str] = []
     writes: list[str] = []
     for k, r in enumerate(terminator.operands):
-        v = row_values[r]
+        v = narrowed(em, row_values[r], element_name(r.type))  # a narrow float leaves rounded once
         full: list[Dim] = batch + list(v.shape) if plan.tags[r] == ROW else list(batch)
         spec = out_spec(Value("", full, v.elem), dynamic)
         outputs.append(spec)
