@@ -139,6 +139,8 @@ def enforce(session: "Session", builder: BindingTableBuilder) -> int:
     rebound = {slot[0].fused_id for slot, _row in builder.added if slot[0].is_runtime}
     if state.evicted_ids and rebound:
         state.evicted_ids = state.evicted_ids - rebound
+    if not any(slot[0].is_runtime and counts(row) for slot, row in builder.added):
+        return 0  # a static or user kernel: nothing the budget counts got bound
     budget = session_budget(session)
     if budget is None:
         return 0

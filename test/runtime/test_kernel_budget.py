@@ -238,3 +238,44 @@ def test_the_budget_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     s.kernel_budget = None
     monkeypatch.setattr(budget_mod, "_process_budget", 5)
     assert budget_mod.session_budget(s) == 5
+
+
+# The two tests below need one change each in files the budget does not own (H-C's, issue 14):
+# they fail until the change lands (strict xfail), then must pass.
+NEEDS_JIT_HOOK = ("runtime/jit.py JitCompiler.submit must compile an evicted region again: "
+                  "`if key in self.records and not was_evicted(self.session, self.records[key].fused_id):`")
+NEEDS_EXECUTOR_HOOK = ("runtime/executor.py must drop plans of older generations on session.on_evict, "
+                       "so an idle executor does not keep evicted code mapped")
+
+
+def _executors(s: Session, sizes) -> dict[int, Executor]:
+    return {n: Executor(parse_module(_module(n)), session=s) for n in sizes}
+
+
+def _call(ex: Executor, n: int) -> None:
+    a, b = np.linspace(-1, 1, n, dtype=np.float32), np.linspace(2, 3, n, dtype=np.float32)
+    np.testing.assert_array_equal(ex(a, b), a * b + a)
+
+
+@pytest.mark.xfail(strict=True, reason=NEEDS_JIT_HOOK)
+def test_an_executor_compiles_an_evicted_region_again_from_the_object_cache(decomps) -> None:
+    s = Session("recompile", kernel_budget=1)
+    runs = _executors(s, SIZES[:2])
+    _call(runs[4], 4)
+    _call(runs[5], 5)  # evicts the kernel of size 4
+    _call(runs[4], 4)
+    stats = runs[4].stats
+    assert (stats.arms.fused_calls, stats.arms.arm0_calls) == (2, 0)
+
+
+@pytest.mark.xfail(strict=True, reason=NEEDS_EXECUTOR_HOOK)
+def test_an_idle_executor_does_not_keep_evicted_code_mapped(decomps) -> None:
+    s = Session("idle", kernel_budget=1)
+    runs = _executors(s, SIZES[:2])
+    _call(runs[4], 4)
+    (row,) = [r for key, _d, _b, r in s.table.rows() if key.is_runtime]
+    code = weakref.ref(row.kernel.keepalive)
+    del row
+    _call(runs[5], 5)  # evicts it; runs[4] stays alive and idle
+    gc.collect()
+    assert code() is None
