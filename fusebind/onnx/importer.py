@@ -1,0 +1,381 @@
+"""The ONNX importer: an `onnx.ModelProto` becomes one `fb.jit` function over its graph inputs.
+
+Owns `import_model` / `ImportedModel`: the model is loaded (a path, bytes or a proto), upgraded
+with `onnx.version_converter` to `TARGET_OPSET` when it is older (the converter fails on some
+models: they are imported at their own opset, which every handler must then cover; models newer
+than the target are imported at their own opset too, never downgraded), shape-inferred, checked
+(every node has a handler at its opset, every value is a tensor of an element type fusebind has),
+and turned into a Python function that runs the handlers node by node in topological order.
+That function is wrapped in `fb.jit`, so tracing it builds one prim module of the whole graph and
+fusion sees the model as it sees traced code.
+
+Initializers: up to `CONST_LIMIT` elements they are `fb.constant`s (numpy arrays that handlers fold
+when every input of a node is constant: shape arithmetic, `Constant`); larger ones are extra
+arguments of the jitted function, bound once by the importer (`ImportedModel.run` passes them), so
+a weight is not baked into the IR nor copied per call.
+
+Must not: know any op's meaning (handlers in ops_*.py do), or import the backend module.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, shape_inference, version_converter
+
+import fusebind as fb
+from fusebind.api.capture import ConstantArray
+from fusebind.dialect.errors import FusebindError, UnsupportedOperation
+from fusebind.onnx.dtypes import numpy_dtype_of
+from fusebind.onnx.registry import NodeContext, UnsupportedModel, handler_for
+
+#: the opset of the default domain older models are upgraded to (the node suite's opsets are 1..28;
+#: the shipped model kinds 6..12)
+TARGET_OPSET = 21
+#: initializers with at most this many elements are constants of the trace; larger ones are arguments
+CONST_LIMIT = 4096
+
+#: op types whose outputs' shapes depend on data, or that are control flow: named refusals
+_REFUSED = {
+    "NonZero": "a data-dependent output shape", "Unique": "a data-dependent output shape",
+    "Compress": "a data-dependent output shape", "If": "control flow", "Loop": "control flow",
+    "Scan": "control flow",
+}
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def _load(model: Any) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, (bytes, bytearray)):
+        return onnx.load_from_string(bytes(model))
+    if isinstance(model, (str, os.PathLike)):
+        return onnx.load(os.fspath(model))
+    raise UnsupportedModel(f"fusebind.onnx: a model is an onnx.ModelProto, a path or bytes, not "
+                           f"{type(model).__name__}")
+
+
+def model_opset(model: onnx.ModelProto) -> int:
+    """The model's opset of the default domain (1 when it names none)."""
+    for imp in model.opset_import:
+        if imp.domain in _DEFAULT_DOMAINS:
+            return int(imp.version)
+    return 1
+
+
+def upgrade(model: onnx.ModelProto, target: int = TARGET_OPSET) -> onnx.ModelProto:
+    """`model` converted to `target` when it is older and the converter manages; else `model`."""
+    if model_opset(model) >= target:
+        return model
+    try:
+        converted = version_converter.convert_version(model, target)
+        onnx.checker.check_model(converted)
+        return converted
+    except Exception:  # the converter has no adapter for some ops: import at the model's own opset
+        return model
+
+
+def _type_info(vtype: Any, where: str) -> tuple[tuple[int | None, ...] | None, np.dtype | None]:
+    """(shape, dtype) of a value's TypeProto; UnsupportedModel for sequences, maps, optionals, strings."""
+    kind = vtype.WhichOneof("value")
+    if kind is None:
+        return None, None
+    if kind != "tensor_type":
+        raise UnsupportedModel(f"{where}: a value of {kind.replace('_type', '')} type (fusebind has tensors only)")
+    tt = vtype.tensor_type
+    dtype = numpy_dtype_of(tt.elem_type, where) if tt.elem_type else None
+    if not tt.HasField("shape"):
+        return None, dtype
+    return tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim), dtype
+
+
+def _attrs(node: Any, where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for a in node.attribute:
+        if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+            raise UnsupportedModel(f"{where}: a subgraph attribute {a.name!r} (control flow)")
+        if a.type in (onnx.AttributeProto.SPARSE_TENSOR, onnx.AttributeProto.SPARSE_TENSORS):
+            raise UnsupportedModel(f"{where}: a sparse tensor attribute {a.name!r}")
+        if a.ref_attr_name:
+            raise UnsupportedModel(f"{where}: a reference attribute {a.name!r} (function bodies)")
+        v = helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode("utf-8")
+        elif isinstance(v, onnx.TensorProto):
+            v = numpy_helper.to_array(v)
+        elif isinstance(v, list):
+            v = [x.decode("utf-8") if isinstance(x, bytes) else
+                 numpy_helper.to_array(x) if isinstance(x, onnx.TensorProto) else x for x in v]
+        out[a.name] = v
+    return out
+
+
+def topological(nodes: Sequence[Any], available: set[str]) -> list[Any]:
+    """`nodes` in an order where every input is produced before it is read (ONNX requires the graph's
+    order to be one; sorting anyway costs nothing and names a cycle or a missing value)."""
+    ready = set(available) | {""}
+    pending = list(nodes)
+    order: list[Any] = []
+    while pending:
+        rest = [n for n in pending if not all(i in ready for i in n.input)]
+        done = [n for n in pending if all(i in ready for i in n.input)]
+        if not done:
+            n = rest[0]
+            missing = [i for i in n.input if i not in ready]
+            raise UnsupportedModel(f"node {n.name or n.output[0]!r} ({n.op_type}): its inputs {missing} are "
+                                   "produced by no node, initializer or graph input (or the graph has a cycle)")
+        for n in done:
+            order.append(n)
+            ready.update(n.output)
+        pending = rest
+    return order
+
+
+#: op type -> the input positions that are parameters of the op, not data: a handler needs their
+#: values (a shape, axes, pads, a count) to build the program. A graph input feeding one (directly
+#: or through ops on it other than Shape/Size) specializes the function on its value.
+PARAM_INPUTS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,),
+    "Slice": (1, 2, 3, 4), "Pad": (1, 2, 3), "Trilu": (1,), "CumSum": (1,), "CumProd": (1,), "TopK": (1,),
+    "Range": (0, 1, 2), "ConstantOfShape": (0,), "OneHot": (1,), "Resize": (1, 2, 3), "Upsample": (1,),
+    "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,),
+    "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSum": (1,), "ReduceLogSumExp": (1,),
+    "ReduceSumSquare": (1,), "CenterCropPad": (1,), "Col2Im": (1, 2), "RandomNormalLike": (),
+}
+
+
+def param_inputs(order: Sequence[Any], graph_inputs: set[str]) -> set[str]:
+    """The graph inputs whose values are parameters of some op (PARAM_INPUTS), found by walking back
+    from each parameter position through the nodes that produce it (not through Shape/Size, whose
+    values are known from shapes)."""
+    producer = {out: n for n in order for out in n.output if out}
+    found: set[str] = set()
+    seen: set[str] = set()
+    stack = [n.input[i] for n in order for i in PARAM_INPUTS.get(n.op_type, ()) if i < len(n.input) and n.input[i]]
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in graph_inputs:
+            found.add(name)
+        elif name in producer and producer[name].op_type not in ("Shape", "Size"):
+            stack.extend(i for i in producer[name].input if i)
+    return found
+
+
+def _jit_accepts(option: str) -> bool:
+    try:
+        return option in inspect.signature(fb.JitFunction.__init__).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+@dataclass
+class ImportedModel:
+    """An imported model: `run(*inputs)` (the graph inputs in order, numpy arrays) -> its outputs.
+
+    `input_names` / `output_names`: the graph's; `input_types`: (shape, dtype) per input as the model
+    declares them (None dims are symbolic); `opset`: the default domain's opset it was imported at;
+    `params`: the graph inputs that are parameters of an op (`PARAM_INPUTS`: a Reshape's shape, a
+    reduction's axes...): their values specialize the function (one `fb.jit` per distinct value, baked
+    in as constants), since the traced program depends on them; `fn_for(inputs)` is the `fb.jit`
+    function a call runs (its arguments: the other inputs, then the weights)."""
+
+    model: onnx.ModelProto
+    opset: int
+    input_names: list[str]
+    input_types: list[tuple[tuple[int | None, ...] | None, np.dtype | None]]
+    output_names: list[str]
+    contexts: list[NodeContext]
+    weights: list[np.ndarray]
+    weight_names: list[str]
+    constants: dict[str, ConstantArray]
+    params: frozenset[str] = frozenset()
+    jit_options: dict[str, Any] = field(default_factory=dict)
+    dynamic: bool = False
+    _handlers: list[Any] = field(default_factory=list)
+    _fns: dict[Any, Any] = field(default_factory=dict)
+
+    def graph_function(self, env: dict[str, Any]) -> tuple[Any, ...]:
+        """The graph over `env` (every graph input, initializer and weight by name): the handlers node
+        by node; the graph's outputs."""
+        env = dict(env)
+        for ctx, handler in zip(self.contexts, self._handlers):
+            inputs = [env[name] if name else None for name in ctx.input_names]
+            try:
+                out = handler(ctx, *inputs)
+            except UnsupportedModel:
+                raise
+            except (UnsupportedOperation, NotImplementedError) as e:
+                # a fusebind refusal inside a claimed op (a dtype or mode it does not build): the model is
+                # unsupported, named by its node, not a wrong answer
+                raise UnsupportedModel(f"{ctx.where()}: {e}") from e
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            names = list(ctx.node.output)
+            if len(outs) < len([n for n in names if n]):
+                raise UnsupportedModel(f"{ctx.where()}: the handler gave {len(outs)} outputs, the node has "
+                                       f"{len(names)}")
+            for name, value in zip(names, outs):
+                if name:
+                    env[name] = _as_value(value)
+        return tuple(env[name] for name in self.output_names)
+
+    def _arrays(self, inputs: Sequence[Any]) -> list[np.ndarray]:
+        if len(inputs) != len(self.input_names):
+            raise fb.ArgumentError(f"fusebind.onnx: the model takes {len(self.input_names)} inputs "
+                                   f"({', '.join(self.input_names)}), {len(inputs)} were given")
+        arrays = [np.asarray(x) for x in inputs]
+        for name, a, (shape, dtype) in zip(self.input_names, arrays, self.input_types):
+            if dtype is not None and a.dtype != dtype:
+                raise fb.ArgumentError(f"fusebind.onnx: input {name!r} is {dtype}, an array of {a.dtype} was given")
+        return arrays
+
+    def fn_for(self, arrays: Sequence[np.ndarray]) -> Any:
+        """The `fb.jit` function for these inputs' parameter values (built once per distinct value)."""
+        values = {n: a for n, a in zip(self.input_names, arrays) if n in self.params}
+        key = tuple((n, a.dtype.str, a.shape, a.tobytes()) for n, a in values.items())
+        fn = self._fns.get(key)
+        if fn is None:
+            fn = fb.jit(self._specialized({n: fb.constant(a) for n, a in values.items()}), **self.jit_options)
+            self._fns[key] = fn
+        return fn
+
+    def _specialized(self, values: dict[str, ConstantArray]) -> Any:
+        names = [n for n in self.input_names if n not in self.params]
+        n_in = len(names)
+
+        def graph_fn(*args: Any) -> tuple[Any, ...]:
+            env: dict[str, Any] = dict(self.constants)
+            env.update(values)
+            env.update(zip(names, args[:n_in]))
+            env.update(zip(self.weight_names, args[n_in:]))
+            return self.graph_function(env)
+        name = self.model.graph.name or "onnx_graph"
+        ident = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+        graph_fn.__name__ = graph_fn.__qualname__ = ident if not ident[0].isdigit() else f"g_{ident}"
+        return graph_fn
+
+    def _call_args(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return [a for n, a in zip(self.input_names, arrays) if n not in self.params] + list(self.weights)
+
+    def run(self, *inputs: Any) -> list[np.ndarray]:
+        """The outputs for `inputs` (numpy arrays in graph-input order), as numpy arrays."""
+        arrays = self._arrays(inputs)
+        out = self.fn_for(arrays)(*self._call_args(arrays))
+        out = out if isinstance(out, tuple) else (out,)
+        return [np.asarray(o) for o in out]
+
+    __call__ = run
+
+    def explain(self, *inputs: Any) -> Any:
+        arrays = self._arrays(inputs)
+        return self.fn_for(arrays).explain(*self._call_args(arrays))
+
+    def mlir(self, *inputs: Any) -> Any:
+        arrays = self._arrays(inputs)
+        return self.fn_for(arrays).mlir(*self._call_args(arrays))
+
+
+def _as_value(value: Any) -> Any:
+    """A handler's output: traced values as they are; numpy values (folded constants) as fb.constant,
+    so that a later traced op bakes them in instead of capturing them."""
+    if isinstance(value, (np.ndarray, np.generic)) and not isinstance(value, ConstantArray):
+        return fb.constant(np.asarray(value))
+    return value
+
+
+def _load_handlers() -> None:
+    """Import the handler modules: importing one fills the registry (they are the claim)."""
+    import fusebind.onnx.ops_math  # noqa: F401
+    import fusebind.onnx.ops_shape  # noqa: F401
+    try:
+        import fusebind.onnx.ops_nn  # noqa: F401
+    except ModuleNotFoundError as e:  # the composites' module may not be there yet
+        if e.name != "fusebind.onnx.ops_nn":
+            raise
+
+
+def import_model(model: Any, *, target_opset: int = TARGET_OPSET, const_limit: int = CONST_LIMIT,
+                 **jit_options: Any) -> ImportedModel:
+    """`model` (a ModelProto, path or bytes) as an `ImportedModel`; UnsupportedModel names the first node,
+    op and opset fusebind does not build, or the value of a type it does not have."""
+    _load_handlers()
+    proto = _load(model)
+    for imp in proto.opset_import:
+        if imp.domain not in _DEFAULT_DOMAINS:
+            used = any(n.domain == imp.domain for n in proto.graph.node)
+            if used:
+                raise UnsupportedModel(f"fusebind.onnx: the op domain {imp.domain!r} (opset {imp.version}) is not "
+                                       "one fusebind implements")
+    if proto.functions:
+        raise UnsupportedModel("fusebind.onnx: model-local functions are not supported")
+    proto = upgrade(proto, target_opset)
+    try:
+        proto = shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+    except Exception:  # inference is advice: handlers see None where it gave up
+        pass
+    graph = proto.graph
+    opset = model_opset(proto)
+
+    init_names = {t.name for t in graph.initializer}
+    types: dict[str, tuple[Any, Any]] = {}
+    for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+        types[vi.name] = _type_info(vi.type, f"value {vi.name!r}")
+
+    constants: dict[str, ConstantArray] = {}
+    weights: list[np.ndarray] = []
+    weight_names: list[str] = []
+    for t in graph.initializer:
+        if t.data_type == onnx.TensorProto.STRING:
+            raise UnsupportedModel(f"initializer {t.name!r}: a string tensor (fusebind has numbers only)")
+        numpy_dtype_of(t.data_type, f"initializer {t.name!r}")
+        arr = numpy_helper.to_array(t)
+        if arr.size <= const_limit:
+            constants[t.name] = fb.constant(arr)
+        else:
+            weights.append(np.ascontiguousarray(arr))
+            weight_names.append(t.name)
+    if graph.sparse_initializer:
+        raise UnsupportedModel("fusebind.onnx: sparse initializers are not supported")
+
+    inputs = [vi for vi in graph.input if vi.name not in init_names]
+    input_names = [vi.name for vi in inputs]
+    input_types = [types[n] for n in input_names]
+
+    contexts: list[NodeContext] = []
+    handlers: list[Any] = []
+    order = topological(graph.node, set(input_names) | init_names)
+    imported = ImportedModel(proto, opset, input_names, input_types, [o.name for o in graph.output], contexts,
+                             weights, weight_names, constants)
+    for node in order:
+        label = node.name or (node.output[0] if node.output else "?")
+        where = f"node {label!r} ({node.op_type}, opset {opset})"
+        if node.domain not in _DEFAULT_DOMAINS:
+            raise UnsupportedModel(f"{where}: the op domain {node.domain!r} is not one fusebind implements")
+        if node.op_type in _REFUSED:
+            raise UnsupportedModel(f"{where}: {_REFUSED[node.op_type]} is not supported")
+        ctx = NodeContext(node=node, attrs=_attrs(node, where), opset=opset, input_names=list(node.input),
+                          shapes=[types.get(i, (None, None))[0] for i in node.input],
+                          dtypes=[types.get(i, (None, None))[1] for i in node.input], importer=imported)
+        handlers.append(handler_for(ctx).fn)
+        contexts.append(ctx)
+    imported._handlers = handlers
+
+    imported.params = frozenset(param_inputs(order, set(input_names)))
+    symbolic = any(shape is None or any(d is None for d in shape) for shape, _ in input_types)
+    options = dict(jit_options)
+    if symbolic and _jit_accepts("dynamic"):
+        options.setdefault("dynamic", True)
+        imported.dynamic = True
+    imported.jit_options = options
+    return imported
+
+
+__all__ = ["CONST_LIMIT", "ImportedModel", "TARGET_OPSET", "import_model", "model_opset", "numpy_dtype_of",
+           "topological", "upgrade", "FusebindError"]

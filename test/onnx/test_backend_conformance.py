@@ -1,0 +1,107 @@
+"""The ONNX backend test suite, run on `fusebind.onnx.backend` at the suite's own tolerances.
+
+`onnx.backend.test.BackendTest(fusebind.onnx.backend, __name__)` with `.include(r"^test_.*_cpu$")`:
+under FUSEBIND_LONG=1 every cpu case (2033 with onnx 1.23.2) runs. By default a fixed,
+representative slice runs (`SLICE`, below: ~one case family per op group the importer claims,
+elementwise, comparisons, casts, reductions, arg-reductions, matmul/gemm, shape/layout and the
+composites with their `*_expanded` forms), chosen so that it fits in about a minute on a loaded
+machine: the cases of a family share shapes and dtypes, so their kernels hit the object cache and
+the static kernels.
+
+A case fusebind does not run is skipped by `prepare` with the node, op and opset in the reason; a
+failure is a wrong value, shape or dtype (or an error that is not a refusal). The cases the runner
+filters out (other devices, other families) are removed rather than reported as skipped, so the
+counts are of the cases run.
+
+FUSEBIND_ONNX_RESULTS=path writes {case: [outcome, reason]} as JSON at exit, the input of
+`python -m fusebind.onnx.coverage --results path --write docs/ONNX-COVERAGE.md`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import os
+import re
+import unittest
+import warnings
+
+import onnx.backend.test
+
+import fusebind.onnx.backend as fusebind_backend
+
+LONG = os.environ.get("FUSEBIND_LONG", "").strip() in ("1", "true", "yes", "on")
+
+#: the default slice: one or two case families per op group (a case runs when its name matches)
+SLICE = (
+    r"^test_(abs|neg|exp|log|sqrt|relu|sigmoid|tanh|reciprocal|floor|ceil|sign|round|erf)(_example)?_cpu$",
+    r"^test_(add|sub|mul|div|pow)(_bcast|_example)?_cpu$",
+    r"^test_mod_mixed_sign_(int32|float32)_cpu$", r"^test_div_int_cpu$",
+    r"^test_(equal|less|greater|and|or|xor)(_bcast)?(2d|3d|4d)?_cpu$",
+    r"^test_(max|min|sum|mean)_(example|two_inputs|one_input)_cpu$",
+    r"^test_where_(long_)?example_cpu$", r"^test_clip(_default)?(_inbounds|_outbounds|_splitbounds)?_cpu$",
+    r"^test_cast_(FLOAT_to_DOUBLE|DOUBLE_to_FLOAT|FLOAT_to_INT32)_cpu$",
+    r"^test_reduce_(sum|mean|max|min|prod|l1|l2|log_sum_exp|sum_square)_(do_not_keepdims|keepdims)_(example|random)_cpu$",
+    r"^test_reduce_sum_(empty_axes_input_noop|negative_axes_keepdims)_example_cpu$",
+    r"^test_arg(max|min)_(default_axis|keepdims|no_keepdims)_example(_select_last_index)?_cpu$",
+    r"^test_matmul_(2d|3d|4d)_cpu$", r"^test_gemm_(default|all_attributes|transposeA|transposeB|beta|alpha)\w*_cpu$",
+    r"^test_(reshape|transpose|concat|squeeze|unsqueeze|flatten|gather|slice|split|expand|tile)_\w*_cpu$",
+    r"^test_(softmax|logsoftmax|layer_normalization_2d|gelu|hardswish|mish)\w*_cpu$",
+)
+INCLUDE = r"^test_.*_cpu$" if LONG else "|".join(f"(?:{p})" for p in SLICE)
+
+#: case -> [outcome, reason], for the coverage doc (FUSEBIND_ONNX_RESULTS)
+RESULTS: dict[str, list[str]] = {}
+
+
+def _recorded(name: str, fn):
+    """`fn` (a case's test method) recording its outcome in RESULTS; the outcome itself is unchanged."""
+    @functools.wraps(fn)
+    def run(self, *args, **kwargs):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # the cases' data on purpose holds inf/nan
+                out = fn(self, *args, **kwargs)
+        except unittest.SkipTest as e:
+            RESULTS[name] = ["skip", str(e)]
+            raise
+        except AssertionError as e:
+            RESULTS[name] = ["fail", str(e).strip().splitlines()[0][:300] if str(e).strip() else "AssertionError"]
+            raise
+        except Exception as e:
+            RESULTS[name] = ["error", f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"]
+            raise
+        RESULTS[name] = ["pass", ""]
+        return out
+    return run
+
+
+def _cases() -> dict[str, type]:
+    bt = onnx.backend.test.BackendTest(fusebind_backend, __name__)
+    bt.include(INCLUDE)
+    cases = bt.test_cases
+    for cls in cases.values():
+        for name in [n for n in vars(cls) if n.startswith("test_")]:
+            fn = vars(cls)[name]
+            if getattr(fn, "__unittest_skip__", False) and getattr(fn, "__unittest_skip_why__", "") in (
+                    "no matched include pattern", "Backend doesn't support device CUDA"):
+                delattr(cls, name)  # filtered out by the runner: not a case of this run
+            elif not re.search(INCLUDE, name):
+                delattr(cls, name)
+            else:
+                setattr(cls, name, _recorded(name, fn))
+    return {k: v for k, v in cases.items() if any(n.startswith("test_") for n in vars(v))}
+
+
+globals().update(_cases())
+
+
+def _write_results() -> None:
+    path = os.environ.get("FUSEBIND_ONNX_RESULTS")
+    if path and RESULTS:
+        with open(path, "w") as f:
+            json.dump(RESULTS, f, indent=0, sort_keys=True)
+
+
+atexit.register(_write_results)
