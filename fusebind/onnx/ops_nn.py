@@ -257,3 +257,103 @@ def rotary_embedding(ctx: NodeContext, x: Any, cos: Any, sin: Any, pos: Any = No
         out = np.reshape(np.transpose(out, (0, 2, 1, 3)), shape)
     return out
 
+
+
+# --------------------------------------------------------------------------- attention (opset 23..)
+
+
+def _neg_inf_where(allowed: Any, dtype: Any) -> Any:
+    """0 where allowed, -inf elsewhere (the spec's select, not a multiply: 0 * -inf is NaN)."""
+    return np.where(allowed, np.zeros((), dtype), np.array(-np.inf, dtype))
+
+
+def _band(q: int, kv: int, offset: Any, left: int, right: int, causal: bool, dtype: Any) -> Any:
+    """The causal and sliding-window bias of (q, kv), offset-aligned: a query at i (absolute
+    offset + i) attends key j iff j <= offset + i (causal) and within the window. `offset`: an
+    int, or a traced/constant (batch,) array, which gives a (batch, 1, q, kv) bias."""
+    i = np.arange(q, dtype=np.int64).reshape(q, 1)
+    j = np.arange(kv, dtype=np.int64).reshape(1, kv)
+    per_batch = not isinstance(offset, int)
+    pos = (i + np.reshape(offset, (-1, 1, 1))) if per_batch else i + offset
+    allowed = None
+    if causal:
+        allowed = j <= pos
+    diff = pos - j
+    for ok in ([diff <= left] if left >= 0 else []) + ([-diff <= right] if right >= 0 else []):
+        allowed = ok if allowed is None else np.logical_and(allowed, ok)
+    bias = _neg_inf_where(allowed, dtype)
+    return np.reshape(bias, (-1, 1, q, kv)) if per_batch else bias
+
+
+def _heads(x: Any, n: int) -> Any:
+    """(batch, seq, hidden) -> (batch, n, seq, hidden / n)."""
+    b, s, h = x.shape
+    return np.transpose(np.reshape(x, (b, s, n, h // n)), (0, 2, 1, 3))
+
+
+@onnx_op("Attention", since=23)
+def attention(ctx: NodeContext, q: Any, k: Any, v: Any, mask: Any = None, past_k: Any = None, past_v: Any = None,
+              nonpad: Any = None) -> Any:
+    """The reference's `_compute_attention`, step for step (onnx/reference/ops/op_attention.py)."""
+    dtype = q.dtype
+    rank3 = q.ndim == 3
+    qh, kvh = ctx.attr("q_num_heads"), ctx.attr("kv_num_heads")
+    if rank3:
+        if qh is None or kvh is None:
+            raise ctx.unsupported("3-D inputs need q_num_heads and kv_num_heads")
+        q, k, v = _heads(q, qh), _heads(k, kvh), _heads(v, kvh)
+    precision = ctx.attr("softmax_precision")
+    if precision not in (None, 1, 11):
+        raise ctx.unsupported(f"softmax_precision {precision} (fusebind computes in float32 or float64)")
+    scale = ctx.attr("scale")
+    scale = dtype.type(math.sqrt(1.0 / math.sqrt(q.shape[3]) if scale is None else scale))
+    if past_k is not None:
+        k = np.concatenate((past_k, k), axis=2)
+    if past_v is not None:
+        v = np.concatenate((past_v, v), axis=2)
+    present_k, present_v = k, v
+    nq, nkv = q.shape[2], k.shape[2]
+    if mask is not None and nkv > mask.shape[-1]:
+        widths = [(0, 0)] * (mask.ndim - 1) + [(0, nkv - mask.shape[-1])]
+        mask = np.pad(mask, widths, mode="constant", constant_values=False if mask.dtype == bool else -np.inf)
+    if mask is not None and mask.dtype == bool:
+        mask = _neg_inf_where(mask, dtype)
+    left, right = ctx.attr("left_window_size", -1), ctx.attr("right_window_size", -1)
+    causal = bool(ctx.attr("is_causal", 0))
+    offset: Any = 0
+    if past_k is not None:
+        offset = past_k.shape[2]
+    elif nonpad is not None:
+        offset = np.reshape(nonpad, (-1,)).astype(np.int64) - nq
+    bias = mask
+    if causal or left >= 0 or right >= 0:
+        band = _band(nq, nkv, offset, left, right, causal, dtype)
+        bias = band if bias is None else bias + band
+    if nonpad is not None:
+        keep = np.arange(nkv, dtype=np.int64) < np.reshape(nonpad, (-1, 1)).astype(np.int64)
+        pad_bias = np.reshape(_neg_inf_where(keep, dtype), (q.shape[0], 1, 1, nkv))
+        bias = pad_bias if bias is None else bias + pad_bias
+    heads_q, heads_k = q.shape[1], k.shape[1]
+    if heads_q != heads_k and heads_q % heads_k == 0:  # grouped-query: each kv head repeated in place
+        k = np.repeat(k, heads_q // heads_k, axis=1)
+        v = np.repeat(v, heads_q // heads_k, axis=1)
+    qk = np.matmul(q * scale, np.transpose(k, (0, 1, 3, 2)) * scale)
+    softcap = ctx.attr("softcap")
+    if softcap is not None and softcap > 0:
+        qk = np.tanh(qk / softcap) * softcap
+    with_bias = qk if bias is None else qk + bias
+    mode = ctx.attr("qk_matmul_output_mode", 0)
+    qk_out = with_bias if mode == 2 else qk
+    s = with_bias.astype(np.float64) if precision == 11 else with_bias
+    m = np.max(s, axis=-1, keepdims=True)
+    e = np.exp(s - np.where(np.isneginf(m), np.zeros((), s.dtype), m))
+    total = np.sum(e, axis=-1, keepdims=True)
+    p = e / np.where(total == 0, np.ones((), s.dtype), total)
+    if bias is not None:  # a row whose bias is all -inf attends nothing: zeros, not NaN
+        p = np.where(np.isneginf(np.max(bias, axis=-1, keepdims=True)), np.zeros((), p.dtype), p)
+    if mode == 3:
+        qk_out = p
+    y = np.matmul(p.astype(dtype), v)
+    if rank3:
+        y = np.reshape(np.transpose(y, (0, 2, 1, 3)), (y.shape[0], y.shape[2], -1))
+    return y, present_k, present_v, qk_out.astype(dtype)

@@ -86,3 +86,30 @@ def test_training_batchnorm_is_unsupported_model():
     with pytest.raises(UnsupportedModel, match=r"training-mode BatchNormalization"):
         run_fusebind(node("BatchNormalization", ["x", "s", "b", "m", "v"], training_mode=1),
                      [X4, C3, C3, C3, VAR3], opset=15)
+
+
+def _qkv(b=1, hq=4, hkv=2, sq=3, skv=5, d=4, rank3=False):
+    q = RNG.standard_normal((b, hq, sq, d)).astype(np.float32)
+    k = RNG.standard_normal((b, hkv, skv, d)).astype(np.float32)
+    v = RNG.standard_normal((b, hkv, skv, d)).astype(np.float32)
+    if rank3:
+        q, k, v = (np.reshape(np.transpose(t, (0, 2, 1, 3)), (b, t.shape[2], -1)) for t in (q, k, v))
+    return q, k, v
+
+
+ATTENTION = [
+    ("gqa_causal_3d", node("Attention", ["q", "k", "v"], ["y"], is_causal=1, q_num_heads=4, kv_num_heads=2),
+     list(_qkv(rank3=True)), 23),
+    ("bool_mask_fully_masked_row_softcap",
+     node("Attention", ["q", "k", "v", "m"], ["y", "", "", "qk"], softcap=2.0, qk_matmul_output_mode=3, scale=0.3),
+     [*_qkv(hkv=4), np.array([[True, False, True, False, False], [False] * 5, [True] * 5])], 23),
+    ("past_present_float_mask_causal",
+     node("Attention", ["q", "k", "v", "m", "pk", "pv"], ["y", "ok", "ov"], is_causal=1),
+     [*_qkv(hkv=4, skv=3), RNG.standard_normal((3, 5)).astype(np.float32),
+      RNG.standard_normal((1, 4, 2, 4)).astype(np.float32), RNG.standard_normal((1, 4, 2, 4)).astype(np.float32)], 23),
+]
+
+
+@pytest.mark.parametrize("name,nd,inputs,opset", ATTENTION, ids=[c[0] for c in ATTENTION])
+def test_attention_matches_reference(name, nd, inputs, opset):
+    check(nd, inputs, opset=opset, rtol=1e-5, atol=1e-5)
