@@ -12,9 +12,9 @@ numpy's own dispatch) and the functional updates fb.at / fb.put_along_axis
 (at.py) are listed there too. `logsumexp` is scipy.special.logsumexp's (without b= and
 return_sign=): shifted by the finite max, so an all -inf slice gives -inf and an inf gives inf. `gelu` is the tanh approximation `0.5 x (1 +
 tanh(sqrt(2/pi) (x + 0.044715 x^3)))`. The float functions follow numpy's
-float table, where fusebind has the dtype: int32 / int64 compute in
-float64; bool would be float16, which fusebind has not, so it is refused
-with what to cast to.
+float table: int32 / int64 compute in float64, bool (and int8 / uint8) in
+float16, stored narrow and computed in f32 (docs/DTYPES.md); bfloat16 stays
+bfloat16 (api/promotion.py).
 
 A generated function on numpy arrays (no traced operand) gives numpy's
 answer; a composite must be called inside a traced function (the error

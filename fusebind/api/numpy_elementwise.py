@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from fusebind.api import numpy_kernels as K
+from fusebind.api.promotion import is_floating
 from fusebind.api.numpy_kernels import unsupported
 from fusebind.api.numpy_probe import Probe
 from fusebind.api.numpy_ufuncs import ELEMENTWISE, call, to_dtype
@@ -64,7 +65,7 @@ def clip(p: Probe, a: Any, a_min: Any = NO, a_max: Any = NO, out: Any = None, *,
 def nan_to_num(p: Probe, x: Any, copy: bool = True, nan: Any = 0.0, posinf: Any = None, neginf: Any = None) -> Tracer:
     graph = K.graph_of(x)
     t = x if isinstance(x, Tracer) else as_tracer(graph, x)
-    if t.dtype.kind != "f":
+    if not is_floating(t.dtype):
         return t  # numpy returns integers and bools unchanged
     if any(isinstance(v, Tracer) for v in (nan, posinf, neginf)):
         raise unsupported(graph, "numpy.nan_to_num: nan=, posinf= and neginf= must be numbers, not traced arrays")
@@ -143,7 +144,7 @@ def _isinf_signed(sign: float) -> Any:
         t = _as(K.graph_of(x), x)
         if out is not None:
             raise unsupported(t.graph, "out= cannot write into an array inside a traced function")
-        if t.dtype.kind != "f":
+        if not is_floating(t.dtype):
             return K.full(t.graph, False, np.bool_, t.shape)  # numpy: never infinite
         return K.compare("eq", t, K.like(t, sign * np.inf))
     return f

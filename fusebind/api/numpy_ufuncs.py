@@ -11,9 +11,9 @@ refused. `out=` and `where=` are refused (a traced array cannot be written
 into; `where=` without `out=` leaves elements unset). A ufunc not mapped is
 refused, named, with what to use instead where something exists.
 
-Must not: promote by its own rules (numpy's resolver decides), or give an
-answer in a dtype numpy would not (an unsupported loop dtype, such as the
-float16 of `np.exp(bool)`, is refused).
+Must not: promote by its own rules (numpy's resolver decides, except that
+bfloat16 follows JAX's lattice: api/promotion.py, docs/DTYPES.md), or give an
+answer in a dtype numpy would not (an unsupported loop dtype is refused).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from fusebind.api import numpy_kernels as K
 from fusebind.api import numpy_scans
 from fusebind.api.handlers import NUMPY
 from fusebind.api.numpy_kernels import unsupported
+from fusebind.api.promotion import is_floating, narrow_result
 from fusebind.api.tracer import (
     SUPPORTED, Graph, Tracer, _check_broadcast, _weak_operand, as_tracer, binary, weak_bool_as_int, weak_kind,
 )
@@ -78,7 +79,7 @@ def describe_keys(keys: list[Any]) -> str:
 
 
 def _advice(dt: np.dtype) -> str:
-    return "float32" if dt.kind == "f" else "int32" if dt.kind in "iu" else "float64"
+    return "float32" if is_floating(dt) else "int32" if dt.kind in "iu" else "float64"
 
 
 def resolve(graph: Graph, ufunc: np.ufunc, inputs: tuple, what: str, dtype: Any = None, signature: Any = None,
@@ -99,6 +100,9 @@ def resolve(graph: Graph, ufunc: np.ufunc, inputs: tuple, what: str, dtype: Any 
     except Exception as exc:  # noqa: BLE001 - numpy's refusal, in numpy's words
         raise K.from_numpy_error(graph, exc, what) from None
     ins, outs = list(dts[:ufunc.nin]), list(dts[ufunc.nin:])
+    narrow = narrow_result(ufunc, keys, ins, outs)  # bfloat16 on JAX's lattice (api/promotion.py)
+    if narrow is not None:
+        ins, outs = narrow
     if ufunc.__name__ in _COMPARE and ins[0].kind == "i" and int in keys:
         ins = [np.dtype(np.int64)] * 2  # numpy compares a Python int with an int array exactly
     for dt in ins + outs:
@@ -117,7 +121,7 @@ def _bool_or(numeric: Any, on_bool: Callable[[Tracer, Tracer], Tracer]) -> Calla
 
 def _fmax(cls: Any) -> Callable[..., Tracer]:
     def f(a: Tracer, b: Tracer) -> Tracer:  # NaN only where both are NaN
-        if a.dtype.kind != "f":
+        if not is_floating(a.dtype):
             return (K.logical_or if cls is prim.MaxOp else K.logical_and)(a, b) if a.dtype == np.bool_ \
                 else K.op(cls, a, b)
         return K.select(K.isnan(a), b, K.select(K.isnan(b), a, K.op(cls, a, b)))
@@ -126,7 +130,7 @@ def _fmax(cls: Any) -> Callable[..., Tracer]:
 
 def _sign(x: Tracer) -> Tracer:  # NaN stays NaN; both zeros give +0, as numpy
     zero = K.like(x, 0)
-    rest = K.select(K.isnan(x), x, zero) if x.dtype.kind == "f" else zero
+    rest = K.select(K.isnan(x), x, zero) if is_floating(x.dtype) else zero
     return K.select(K.compare("gt", x, zero), K.like(x, 1), K.select(K.compare("lt", x, zero), K.like(x, -1), rest))
 
 
@@ -137,7 +141,7 @@ def _heaviside(x: Tracer, h0: Tracer) -> Tracer:
 
 
 def _reciprocal(x: Tracer) -> Tracer:
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise unsupported(x.graph, "numpy.reciprocal of an integer array (C integer division 1/x, truncating) is "
                                    "not supported; use 1 / x for a float result")
     return K.op(prim.DivOp, K.like(x, 1), x)
@@ -145,7 +149,7 @@ def _reciprocal(x: Tracer) -> Tracer:
 
 def _rounding(name: str) -> Callable[[Tracer], Tracer]:
     def f(x: Tracer) -> Tracer:
-        if x.dtype.kind != "f":
+        if not is_floating(x.dtype):
             return x  # numpy keeps integers and bools as they are
         raise unsupported(x.graph, f"numpy.{name} of a float array is not supported on traced arrays (fusebind "
                                    "has no rounding op); round outside the jitted function")
@@ -154,7 +158,7 @@ def _rounding(name: str) -> Callable[[Tracer], Tracer]:
 
 def _is(kind: str) -> Callable[[Tracer], Tracer]:
     def f(x: Tracer) -> Tracer:
-        if x.dtype.kind != "f":
+        if not is_floating(x.dtype):
             return K.full(x.graph, kind == "isfinite", np.bool_, x.shape)
         if kind == "isnan":
             return K.isnan(x)
@@ -341,7 +345,7 @@ def _array_power(x: Tracer, e: Any) -> Any:
     """`array ** python_scalar` as ndarray.__pow__ computes it: numpy takes np.square
     for an int 2 (so bool ** 2 is int8), np.reciprocal for an int -1 and np.sqrt
     for a float 0.5 on float arrays (sqrt(-inf) is NaN, pow(-inf, 0.5) is inf)."""
-    floating = x.dtype.kind == "f"
+    floating = is_floating(x.dtype)
     if not isinstance(e, Tracer):
         if type(e) is int and e == 2:
             return call(np.square, (x,), {}, "**")

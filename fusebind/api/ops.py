@@ -10,7 +10,8 @@ Owns `op_function(cls)`: the function an elementwise op class provides
 - any other op (erf, sigmoid, relu, user ops) computes in the dtype numpy's
   promotion gives its operands (Python scalars weak, NEP 50); an op that
   takes only floats follows numpy's float-function table (np.exp's:
-  integers compute in float64, bool would be float16 and is refused); a
+  integers compute in float64, bool in float16; bfloat16 on JAX's lattice,
+  api/promotion.py); a
   dtype outside the op's `DTYPES` is an `fb.UnsupportedOperation` naming the
   op and the dtypes.
 

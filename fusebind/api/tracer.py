@@ -35,6 +35,7 @@ from fusebind.api.capture import (
 from fusebind.api.errors import TraceError, UnsupportedOperation
 from fusebind.api.handlers import NUMPY
 from fusebind.api.numpy_operators import ArrayMethods
+from fusebind.api.promotion import bf16_lattice, is_floating
 from fusebind.api.weak import COMPARE, PY_OP, Recipe, fits_check, python_kind, type_check, weak_dtype
 from fusebind.dialect import prim
 from fusebind.dialect.types import elem_of, numpy_dtype, shape_of, tensor_type
@@ -259,17 +260,17 @@ def _operands(a: Any, b: Any, op: str | None = None) -> tuple[Tracer, Tracer]:
     ka, kb = weak_kind(a), weak_kind(b)
     if ka is None and kb is None:
         ta, tb = as_tracer(graph, a), as_tracer(graph, b)
-        dt = np.result_type(ta.dtype, tb.dtype)
+        dt = bf16_lattice([ta.dtype, tb.dtype]) or np.result_type(ta.dtype, tb.dtype)  # api/promotion.py
         return ta.astype(dt), tb.astype(dt)
     if ka is not None and kb is not None:
         dt = CANONICAL[python_kind(ka, kb, op)]
         return _weak_operand(graph, a, ka, dt), _weak_operand(graph, b, kb, dt)
     if ka is None:
         ta = as_tracer(graph, a)
-        dt = weak_dtype(ta.dtype, kb, op)  # type: ignore[arg-type]
+        dt = bf16_lattice([ta.dtype]) or weak_dtype(ta.dtype, kb, op)  # type: ignore[arg-type]
         return ta.astype(dt), _weak_operand(graph, b, kb, dt)  # type: ignore[arg-type]
     tb = as_tracer(graph, b)
-    dt = weak_dtype(tb.dtype, ka, op)
+    dt = bf16_lattice([tb.dtype]) or weak_dtype(tb.dtype, ka, op)
     return _weak_operand(graph, a, ka, dt), tb.astype(dt)
 
 
@@ -313,7 +314,7 @@ def _binary(kind: str, a: Any, b: Any) -> Tracer:
     _check_broadcast(graph, kind, x, y)
     if kind in ("lt", "le", "gt", "ge", "eq", "ne"):
         return graph.add(prim.CompareOp(kind, x.value, y.value))
-    if kind == "div" and x.dtype.kind != "f":
+    if kind == "div" and not is_floating(x.dtype):
         x, y = x.astype(np.float64), y.astype(np.float64)
     if x.dtype == np.bool_ and kind in ("sub", "div", "pow"):
         raise UnsupportedOperation(f"fusebind: in '{graph.fn_name}': '{_SYMBOL[kind]}' of bool arrays is not "
