@@ -36,7 +36,10 @@ from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder, is
 #: round to nearest even, as numpy and ml_dtypes do) or where an explicit `prim.cast` asks for it.
 NARROW_FLOATS: frozenset[str] = frozenset(n for n, e in ELEMENTS.items() if e.kind == "float" and e.bits < 32)
 #: ops that move narrow values without arithmetic, in their storage type (their emitters read rtype)
-_STORAGE_KINDS = emit_gather.KINDS | emit_concat.KINDS | emit_scatter.KINDS | emit_scan.KINDS
+_STORAGE_KINDS = emit_gather.KINDS | emit_concat.KINDS
+#: ops whose emitters compute in their operand's own type: given f32 operands, they accumulate in f32
+#: (a scan of f16 accumulates in f32, as a sum does; a scatter-add combines in f32)
+_WIDENED_KINDS = emit_scan.KINDS | emit_scatter.KINDS | accumulate_arg.KINDS
 
 
 def compute_elem(elem: str) -> str:
@@ -497,8 +500,8 @@ def emit_op(em: Emitter, op: Any, args: list[Value], axis_shift: int = 0) -> Val
         args = [narrowed(em, a, element_name(o.type)) for a, o in zip(args, op.operands)]
     else:
         args = [em.wide.get(getattr(a, "name", ""), a) for a in args]  # an Expr has no name
-    if kind in accumulate_arg.KINDS and args[0].elem in NARROW_FLOATS:  # its passes bind x's own type
-        args = [em._map_unary(args[0], lambda bb, x: x, "f32")]
+    if kind in _WIDENED_KINDS:
+        args = [em._map_unary(a, lambda bb, x: x, "f32") if a.elem in NARROW_FLOATS else a for a in args]
     if kind == "cast" and logical in NARROW_FLOATS and args[0].elem not in NARROW_FLOATS | {"f32"}:
         # int/f64 -> narrow through f32 (as ml_dtypes converts): x86 has no direct instruction and
         # LLVM's libcalls (__truncdfhf2, __truncsfbf2 for sitofp) are not linked into kernels
