@@ -35,7 +35,8 @@ import numpy as np
 from fusebind.lowering.backend import DEFAULT_BACKEND
 from fusebind.api.calls import CallSpec, FlatCall
 from fusebind.api.capture import Binding, call_key
-from fusebind.api.errors import UnsupportedOperation
+from fusebind.api.errors import FusebindValueError, UnsupportedOperation
+from fusebind.runtime.specialize import ShapePolicy, no_data
 from fusebind.api.pytree import LEAF, flatten, unflatten
 from fusebind.api.trace import ACTIVE, inline_into_trace, trace_graph, tracing
 from fusebind.runtime.arms import ArmStats
@@ -134,7 +135,9 @@ class JitFunction:
                  background: bool = False, verify: bool = False,
                  verify_action: str = "raise", backend: str = DEFAULT_BACKEND, threads: int | None = None,
                  cache: Any = None, before_compile: Callable[[str], None] | None = None,
-                 machine: Any = None, profile: bool = False) -> None:
+                 machine: Any = None, profile: bool = False, dynamic: bool | None = None) -> None:
+        if dynamic not in (None, True, False):
+            raise FusebindValueError(f"fusebind: dynamic must be None (automatic), True or False, got {dynamic!r}")
         self.fn = fn
         self.name = getattr(fn, "__name__", "fn")
         self._spec = CallSpec(fn, self.name, static_argnums, static_argnames)
@@ -151,6 +154,8 @@ class JitFunction:
         #: the fast path, which calls the closure itself (no attribute lookup, no bound method)
         self._last: tuple[Any, Any, Any] = (None, None, None)
         self._traces = 0
+        #: shape polymorphism (runtime/specialize.py, docs/DYNAMIC-SHAPES.md): None automatic, True every dim, False never
+        self._shapes = ShapePolicy(dynamic)
         functools.update_wrapper(self, fn)
         _ALL.add(self)
 
@@ -266,18 +271,59 @@ class JitFunction:
         captures = [cap for cap, _ in graph.captures.values()]  # in hidden-argument order
         binding = Binding(len(leaves), [(i, k, f"argument '{names[i]}' (#{i}) of '{self.name}'")
                                         for i, k in enumerate(kinds) if k is not None], graph.checks, captures)
-        ex = Executor(module, self.name, name=self.name, optimize=default_optimizer(self._options["backend"]),
-                      arg_names=names + [f"{cap.name} (captured)" for cap in captures], **self._options)
+        arg_names = names + [f"{cap.name} (captured)" for cap in captures]
+
+        def probe(shapes: list[tuple[int, ...]]) -> Any:  # the function traced at other sizes (no data)
+            self._traces += 1
+            return trace_graph(self.fn, [no_data(s, a.dtype) for s, a in zip(shapes, arrays)], names, self.name,
+                               kinds, call=call)[0]
+
+        erased = (flat.key, tuple((len(k[0]), k[1]) if type(k) is tuple else k for k in leaf_key))
+        found = self._shapes.entry(erased, [a.shape for a in arrays], module, probe)
+        if found is not None and found.executor is None:  # a new polymorphic trace: its one executor
+            found.executor = Executor(found.module, self.name, name=self.name, dynamic=True,
+                                      optimize=default_optimizer(self._options["backend"]), arg_names=arg_names,
+                                      **self._options)
+            self._executors[(key, len(self._executors))] = found.executor
+            self._redirect(erased, found)
+        if found is not None:
+            ex = found.executor
+        else:
+            ex = Executor(module, self.name, name=self.name, optimize=default_optimizer(self._options["backend"]),
+                          arg_names=arg_names, **self._options)
+            self._executors[(key, len(self._executors))] = ex
         self._entries.setdefault(key, []).insert(0, (binding, ex, out_tree))  # the newest trace is tried first
         if binding.plain and out_tree is None and simple:
             self._plain[leaf_key] = ex
-        self._executors[(key, len(self._executors))] = ex
         for check in binding.checks:
             check(leaves)
         hidden = binding.hidden()
         if hidden is None:  # the captured value changed while tracing: use what was traced
             hidden = [cap.convert(cap.obj) if cap.convert is not None else cap.obj for cap in captures]
         return binding, ex, arrays + hidden, out_tree
+
+    def _redirect(self, erased: Any, found: Any) -> None:
+        """A new dynamic trace also serves the shapes earlier static traces were made at (where
+        it agrees with them): their calls go to its executor, whose plans there resolve under the
+        static kernels' key, with the dynamic kernel bound beside them (runtime/jit.py)."""
+        from fusebind.dialect.types import shape_of
+        from fusebind.runtime.specialize import fingerprint, mask_fits
+
+        moved: dict[int, Executor] = {}
+        for key, entries in self._entries.items():
+            if (key[0], tuple((len(k[0]), k[1]) if type(k) is tuple else k for k in key[1])) != erased:
+                continue
+            shapes = [k[0] if type(k) is tuple else () for k in key[1]]
+            for i, (binding, ex, tree) in enumerate(entries):
+                if ex.dynamic or not mask_fits(found.mask, found.pattern, shapes) \
+                        or fingerprint(ex.func, found.mask) != found.text:
+                    continue
+                entries[i] = (binding, found.executor, tree)
+                moved[id(ex)] = found.executor
+                found.executor.static_shapes.add(tuple(tuple(shape_of(a.type)) for a in ex.func.body.blocks[0].args))
+        for sig, ex in list(self._plain.items()):
+            if id(ex) in moved:
+                self._plain[sig] = moved[id(ex)]
 
     def _flat(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Binding, Executor, list[np.ndarray], Any]:
         return self._entry(self._spec.flat(args, kwargs))
@@ -348,6 +394,16 @@ def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     None (`FUSEBIND_MACHINE`, else this machine's measured model, calibrated
     once per machine and cached on disk), "default", "measured", or a
     `MachineModel`. `.explain()` names the one used.
+
+    dynamic: shape polymorphism (docs/DYNAMIC-SHAPES.md). None (the default,
+    automatic): a dim seen with a second distinct size is traced as dynamic
+    (`?`) from then on, so one set of kernels serves every size; True: every
+    dim of size >= 2 is dynamic from the first call; False: every shape is its
+    own trace and kernels. Sizes 0 and 1 always stay specialized. A call is
+    served by a dynamic trace only when the function traced at its shapes is
+    that trace with the same dims generalized (else it gets its own trace), so
+    a program whose ops depend on a size (a reshape to a constant, a slice
+    bound, a size in a Python computation) is never answered wrongly.
 
     profile: time every call, fast path included, into `.stats`
     (`run_seconds`, `arm0_seconds`, `fused_seconds`). Off (the default),

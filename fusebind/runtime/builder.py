@@ -50,8 +50,8 @@ from fusebind.dialect.errors import FusebindError, FusebindInternalError, Unsupp
 from fusebind.runtime.arms import ArmStats, RegionDecision, verify_failed_reason, verify_results
 from fusebind.runtime.bindings import BindingTable
 from fusebind.runtime.call import SPLIT_THRESHOLD, KernelCall, OutputRecycler, output_allocator
-from fusebind.runtime.fused_kernels import CAP_SHAPE_DYNAMIC, CAP_SPLIT_AXIS0
-from fusebind.runtime.resolve import KernelMiss, compile_one, static_attrs
+from fusebind.runtime.fused_kernels import CAP_SPLIT_AXIS0
+from fusebind.runtime.resolve import KernelMiss, compile_one, row_is_dynamic, static_attrs
 from fusebind.runtime.steps import (
     Alloc,
     DescriptorStep,
@@ -308,9 +308,10 @@ class StepBuilder:
             decision.fused_id = resolved.key.fused_id or fused_id
             decision.kernel = resolved
             fused_cost = resolved.cost
-            if CAP_SHAPE_DYNAMIC in resolved.row.caps and shapes_static and fused_cost.is_known \
-                    and fused_cost.trust == "composed":
-                # compiled for any shape, priced at the shape it was compiled for: price this one
+            if shapes_static and row_is_dynamic(resolved.row) and (not fused_cost.is_known
+                                                                    or fused_cost.trust == "composed"):
+                # compiled for any shape (or `?` dims), priced at the shapes it was compiled for
+                # (unknown when they were `?`): price this one
                 fused_cost = compose_region_cost(region, self.machine)
             decision.fused_cost = fused_cost
             if (resolved.key, resolved.kernel.address) in self.options.failed_fused_arms:

@@ -19,6 +19,12 @@ plan, and hand the work order (regions whose fused arm is not bound) to the
 with `background=True`, in which case calls run arm 0 until the adoption
 bumps the generation.
 
+Dynamic dims (`Executor(dynamic=True)`, docs/DYNAMIC-SHAPES.md): the function as declared,
+with its `?` dims, is optimized once per table generation and its regions compiled once with
+those dims dynamic; each signature's plan specializes the optimized function to its shapes.
+At `static_shapes` a region resolves under its static recipe's id, where the JIT binds the
+dynamic kernel beside the static one and the table picks (`resolve.choose_row`).
+
 Machine model: `Executor(machine=...)` takes a `MachineModel`, `"default"`,
 `"measured"` or None (`FUSEBIND_MACHINE`, else measured: calibrate.py). It
 is resolved on the first plan, never at construction, and the same model
@@ -76,7 +82,7 @@ from fusebind.runtime.builder import PlanOptions
 from fusebind.runtime.plan import Plan, build_plan
 from fusebind.runtime.steps import FastPath
 from fusebind.runtime.resolve import KernelMiss, ResolvedKernel, compile_one
-from fusebind.runtime.specialize import SpecializationError, specialize_function
+from fusebind.runtime.specialize import SpecializationError, describe_dynamic, specialize_function
 
 __all__ = [
     "ArgumentError", "Executor", "ExecutorStats", "FusedArmMismatch", "FusedArmMismatchWarning", "KernelMiss",
@@ -176,7 +182,7 @@ class Executor:
                  cache: Any = None, static_kernels: Any = None,
                  before_compile: Callable[[str], None] | None = None,
                  arg_names: Sequence[str] | None = None, machine: MachineModel | str | None = None,
-                 profile: bool = False, session: Session | None = None) -> None:
+                 profile: bool = False, session: Session | None = None, dynamic: bool = False) -> None:
         from fusebind.dialect.types import elem_of, numpy_dtype, shape_of
 
         if verify_action not in ("raise", "warn"):
@@ -206,6 +212,13 @@ class Executor:
         self.arg_names = list(arg_names) if arg_names is not None else [_arg_name(a, i) for i, a in enumerate(args)]
         self.arg_types = [(numpy_dtype(elem_of(a.type)), shape_of(a.type)) for a in args]
         self._plans: dict[Any, Plan] = {}
+        #: optimize the function as declared (its `?` dims kept: one set of kernels for every
+        #: size), then specialize the optimized function per call signature (DYNAMIC-SHAPES.md)
+        self.dynamic = bool(dynamic)
+        #: shapes (per argument) at which a static trace compiled static kernels: there a region
+        #: resolves under the static recipe's id, whose rows hold the static and dynamic kernels
+        self.static_shapes: set[tuple[tuple[int, ...], ...]] = set()
+        self._static_plan = False  # the plan being built is at one of `static_shapes`
         self._optimized: dict[Any, tuple[int, Any, Any, list[Any], list[Any]]] = {}
         self.optimized_module: Any = module
         self.decisions: list[Any] = []  # the optimizer's decisions (fused / gated / rejected)
@@ -283,6 +296,7 @@ class Executor:
                 return plan
             self.check_arguments(arrays)
             shapes = tuple(a.shape for a in arrays)
+            self._static_plan = shapes in self.static_shapes
             self.options.machine = self.machine  # resolved before anything is priced
             for _ in range(3):
                 table = self.session.table
@@ -293,7 +307,9 @@ class Executor:
                 plan.pending = [item.name for item in pending]
                 work = list(plan.work_order) + pending
                 if not work:
-                    break
+                    if self.session.table.generation == table.generation:
+                        break
+                    continue  # building it bound a dynamic row beside a static one: plan on that table
                 before = self.session.table.generation
                 self.compiler.submit(work)
                 if self.compiler.background or self.session.table.generation == before:
@@ -304,10 +320,10 @@ class Executor:
             self._plans[sig] = plan  # type: ignore[assignment]
             return plan  # type: ignore[return-value]
 
-    def specialized_func(self, shapes: Sequence[tuple[int, ...]]) -> Any:
-        """The entry function with its argument and value types refined to `shapes`."""
+    def specialized_func(self, shapes: Sequence[tuple[int, ...]], func: Any = None) -> Any:
+        """The entry function (or `func`) with its argument and value types refined to `shapes`."""
         try:
-            return specialize_function(self.func, shapes)
+            return specialize_function(self.func if func is None else func, shapes)
         except SpecializationError as err:
             shown = ", ".join(f"{n}: {list(s)}" for n, s in zip(self.arg_names, shapes))
             raise ArgumentError(f"fusebind: the shapes of the arguments of '{self.name}' ({shown}) do not fit "
@@ -325,6 +341,14 @@ class Executor:
             if hit is not None and hit[0] == table.generation:
                 self.optimized_module, self.decisions = hit[2], hit[4]
                 return hit[1]
+            if self.dynamic and key is not None:  # the kernels of the function as declared, at these shapes
+                general = self.optimized_func(table, None)
+                _, _, _, work, decisions = self._optimized[None]
+                func = self.specialized_func(key, general)
+                module = ModuleOp([func])
+                self._optimized[key] = (table.generation, func, module, work, decisions)
+                self.optimized_module, self.decisions = module, decisions
+                return func
             func = self.func if key is None else self.specialized_func(key)
             module = self.module if func is self.func else ModuleOp([func])
             work: list[Any] = []
@@ -355,6 +379,8 @@ class Executor:
     def _fused_id_of(self, region: Any) -> tuple[int, str]:
         from fusebind.compiler.recipes import RecipeError, canonical_recipe
 
+        if self.dynamic and region.id:  # the id the optimizer gave the `?` region: no text per shape
+            return (self.compiler.beside_static(region) if self._static_plan else region.id), ""
         try:
             canonical = canonical_recipe(region)
         except RecipeError:  # not a valid recipe: no id, and nothing to compile
@@ -393,6 +419,8 @@ class Executor:
         lines = [f"fusebind plan for '{self.name}'({params}) on {self.options.backend!r}, "
                  f"table generation {plan.generation}",
                  (plan.machine or self.machine).describe()]
+        if self.dynamic:
+            lines.append(describe_dynamic(self.func, self.arg_names))
         if not plan.decisions:
             lines.append("no fused regions: every op runs as a primitive")
         prologues = self._prologues(arrays, plan.generation)

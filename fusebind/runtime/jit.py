@@ -59,6 +59,7 @@ from fusebind.runtime.fused_kernels import (
     adopt_runtime_fused,
     bind_catalog_kernel,
     fused_kernel_available_in,
+    register_runtime_kernel,
 )
 
 Decompose = Callable[..., Any]
@@ -122,6 +123,32 @@ def _numel(region: Any) -> int:
     from fusebind.dialect.types import num_elements, shape_of
 
     return max((num_elements(shape_of(v.type)) or 0 for v in region.results), default=0)
+
+
+def _splits_dynamic(region: Any) -> bool:
+    """A region traced with dynamic dims (DYNAMIC-SHAPES.md) whose kernel may run in chunks along
+    axis 0: the body `region_is_splittable` allows, every operand of the full rank, and every
+    operand and result with a dynamic (`?`) leading dim, which the kernel reads per chunk."""
+    from fusebind.dialect.prim import ConstantOp, ElementwiseOp, ReductionOp
+    from fusebind.dialect.types import shape_of
+
+    shapes = [shape_of(v.type) for v in (*region.operands, *region.results)]
+    if not shapes or any(not s or s[0] is not None for s in shapes):
+        return False
+    rank = max(len(s) for s in shapes)
+    if any(len(s) != rank for s in shapes[:len(region.operands)]):
+        return False
+    body = list(region.body.blocks[0].ops)[:-1]
+    for op in body:  # region_is_splittable's body rule (it also asks for static shapes)
+        if isinstance(op, ConstantOp):
+            if shape_of(op.results[0].type):
+                return False
+        elif isinstance(op, ReductionOp):
+            if 0 in op.axes_list():
+                return False
+        elif not isinstance(op, ElementwiseOp):
+            return False
+    return bool(body)
 
 
 def _key_of(item: WorkItem) -> str:
@@ -212,6 +239,40 @@ class JitCompiler:
         self._closed = False
         #: "Type: message" of each BaseException that ended a worker thread
         self.worker_deaths: list[str] = []
+
+    def beside_static(self, region: Any) -> int:
+        """The id a region traced with dynamic dims (specialized to one call's shapes) resolves
+        under: the static recipe's id when a static kernel is bound for these very shapes (after
+        `bind_beside` put the dynamic rows there too), else its own id."""
+        from fusebind.runtime.bindings import BindingKey
+        from fusebind.runtime.resolve import node_dtypes
+
+        static_id = self.session.recipes.id_of(region)
+        dtypes = node_dtypes(region)
+        if static_id is None or static_id == region.id or not self.session.table.lookup(
+                BindingKey.runtime_fused(static_id), dtypes, self.backend):
+            return region.id
+        self.bind_beside(static_id, region.id, dtypes)
+        return static_id
+
+    def bind_beside(self, static_id: int, dynamic_id: int, dtypes: Any) -> bool:
+        """Bind the dynamic-dim rows of `dynamic_id` (a region traced with `?` dims) as alternative
+        rows under `static_id` (the same math at one static shape, whose static kernel is bound
+        there), so the table holds both and `resolve.choose_row` picks: the priced static row
+        for the shape it was built for, the dynamic one for no other (it fits only under its own
+        id then). True when a row was added (the generation moved)."""
+        from fusebind.runtime.bindings import BindingKey
+        from fusebind.runtime.resolve import row_is_dynamic
+
+        table = self.session.table
+        rows = [r for r in table.lookup(BindingKey.runtime_fused(dynamic_id), dtypes, self.backend)
+                if row_is_dynamic(r)]
+        there = table.lookup(BindingKey.runtime_fused(static_id), dtypes, self.backend)
+        new = [r for r in rows if all(r.kernel is not t.kernel for t in there)]
+        for row in new:
+            register_runtime_kernel(static_id, dtypes, self.backend, row.kernel, cost=row.cost, caps=row.caps,
+                                    session=self.session)
+        return bool(new)
 
     @property
     def compiles(self) -> int:
@@ -306,6 +367,8 @@ class JitCompiler:
                 dynamic = (self.split_threshold is not None and splittable
                            and _numel(item.region) >= self.split_threshold)
             caps = ({CAP_SHAPE_DYNAMIC} | ({CAP_SPLIT_AXIS0} if splittable else set())) if dynamic else set()
+            if not dynamic and _splits_dynamic(item.region):  # a `?` leading dim: chunks fit its kernel
+                caps = {CAP_SPLIT_AXIS0}
             run = self._decompose or _default_decompose
             kwargs: dict[str, Any] = {"cache": self._cache} if self._cache is not None else {}
             if self._decompose is None:  # a caller's hook keeps its own signature

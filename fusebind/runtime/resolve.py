@@ -87,10 +87,16 @@ class ResolvedKernel:
         """Lines naming the kernel (key, dtypes, backend, source, row, cost and
         trust) and why each other row of its slot lost."""
         lines = [f"{indent}kernel: {self.key!r} {_fmt(self.dtypes)} on {self.backend!r}, row {self.index} of "
-                 f"{self.of}: {self.row.source}, {fmt_cost(self.cost)} -- {self.why}"]
+                 f"{self.of}: {self.row.source}, {fmt_cost(self.cost)} -- {self.why}{_shapes_note(self.row)}"]
         for i, row, why in self.losers:
-            lines.append(f"{indent}  row {i} not used: {row.source}, {fmt_cost(row.cost)} -- {why}")
+            lines.append(f"{indent}  row {i} not used: {row.source}, {fmt_cost(row.cost)} -- {why}"
+                         f"{_shapes_note(row)}")
         return lines
+
+
+def _shapes_note(row: BindingRow) -> str:
+    note = row_shapes(row)
+    return f" [{note}]" if note else ""
 
 
 def _elem(value: Any) -> str:
@@ -169,6 +175,24 @@ def region_row_fits(row: BindingRow, node: Any) -> bool:
     if not exact:
         return True
     return any(shape_cap_fits(c, shapes) for c in exact)
+
+
+def row_is_dynamic(row: BindingRow) -> bool:
+    """Was the row's kernel compiled with dynamic dims (`CAP_SHAPE_DYNAMIC`, or a `?` in its
+    shape cap): it serves more than one shape, so its cost is composed again per shape."""
+    return CAP_SHAPE_DYNAMIC in row.caps or any(c.startswith(SHAPE_CAP_PREFIX) and "?" in c for c in row.caps)
+
+
+def row_shapes(row: BindingRow) -> str:
+    """How the row's kernel takes shapes, for `explain`: `static kernel for 8x64,64`, `dynamic
+    kernel for ?x64,64`, `dynamic kernel for any shape`, or `` for a row that does not say."""
+    if CAP_SHAPE_DYNAMIC in row.caps:
+        return "dynamic kernel for any shape"
+    for c in sorted(row.caps):
+        if c.startswith(SHAPE_CAP_PREFIX):
+            shapes = c[len(SHAPE_CAP_PREFIX):] or "scalar"
+            return f"{'dynamic' if '?' in c else 'static'} kernel for {shapes}"
+    return ""
 
 
 def _rank(index: int, row: BindingRow, excluded: bool) -> tuple[Any, ...]:
