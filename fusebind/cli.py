@@ -13,6 +13,13 @@ Subcommands:
   (`fusebind.report`; `--json` for a machine-readable one).
 - `fusebind examples`: list the built-in examples (`--mlir NAME` prints one).
 - `fusebind explain [FILE | --example NAME]`: the optimized IR and the plan.
+- An ONNX model: `fusebind run model.onnx` loads it (`fusebind.onnx.load`; a
+  model fusebind does not run is bad input naming node, op and opset), takes
+  inputs from `--input NAME=FILE` (.npy/.pb) or draws them (symbolic dims:
+  `--dim`, default 1, or `--shape`), and checks and times it against
+  onnxruntime when that is installed (else the report says "unchecked");
+  `fusebind explain model.onnx`; `fusebind import model.onnx -o model.mlir`
+  writes the traced prim module (what `fusebind-opt` and `fusebind run` read).
 
 Exit codes: 0 all checks passed, 1 a check failed, 2 bad input (missing
 file, parse error, unknown entry or example, bad option, shapes whose inputs
@@ -42,10 +49,10 @@ from typing import Any, Callable, Sequence, TextIO
 import numpy as np
 
 from fusebind.compiler.catalog import RUNTIME_FUSED_BASE
-from fusebind.cli_inputs import CliError, allocate_inputs, argument_shapes, parse_shapes, random_inputs
+from fusebind.cli_inputs import CliError, allocate_inputs, argument_shapes, model_inputs, parse_shapes, random_inputs
 from fusebind.examples_builtin import BUILTIN_EXAMPLES, DEFAULT_EXAMPLE, BuiltinExample, UnknownExampleError, get_example
 
-SUBCOMMANDS = ("run", "examples", "explain")
+SUBCOMMANDS = ("run", "examples", "explain", "import")
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 #: Extent of every dynamic dimension of a program file when neither `--dim` nor `--shape` sets it.
@@ -192,11 +199,31 @@ def _outputs(value: Any) -> list[np.ndarray]:
     return list(value) if isinstance(value, tuple) else [value]
 
 
+def plan_report(rep: Any, executor: Any, plan: Any, arrays: Sequence[np.ndarray]) -> Any:
+    """`rep` (a FunctionReport) filled from the executor's plan for `arrays`: machine, regions,
+    rejections, kernels bound, compiles, notes, arm calls."""
+    from fusebind.report import kernel_rows, region_rows
+    from fusebind.runtime.bindings import global_bindings
+
+    rep.machine = (plan.machine or executor.machine).describe()
+    rep.regions = region_rows(plan.decisions)
+    rep.rejected = [d.remark().removeprefix("remark: ") for d in executor.decisions if d.verdict != "fused"]
+    fused_arm = {d.name: int(d.fused_id) for d in plan.decisions if d.arm == "fused"}
+    shapes = tuple(tuple(a.shape) for a in arrays)
+    rep.kernels = kernel_rows(executor.optimized_func(global_bindings(), shapes), global_bindings(),
+                              executor.options.backend, fused_arm)
+    rep.compiles = [f"@{r.name} -> id {r.fused_id} in {r.seconds * 1e3:.0f} ms" if not r.error
+                    else f"@{r.name} failed: {r.error}" for r in executor.compiler.records.values()]
+    rep.notes = list(plan.notes)
+    arms = executor.stats.arms
+    rep.arm_calls = {"fused": arms.fused_calls, "arm 0": arms.arm0_calls}
+    return rep
+
+
 def run_entry(program: Program, entry: str, args: argparse.Namespace, progress: Progress) -> Any:
     """Compile, run, check and time one entry; returns its FunctionReport."""
     from fusebind.dialect import interpret
-    from fusebind.report import FunctionReport, Timing, check_outputs, kernel_rows, region_rows
-    from fusebind.runtime.bindings import global_bindings
+    from fusebind.report import FunctionReport, Timing, check_outputs
 
     ex = program.example
     specs, arrays = entry_inputs(program, entry, args, np.random.default_rng(args.seed), example_inputs=True)
@@ -219,19 +246,7 @@ def run_entry(program: Program, entry: str, args: argparse.Namespace, progress: 
     outs = _outputs(compiled(*arrays))
     progress(f"check @{entry} against the reference interpreter")
     refs = _outputs(interpret(program.module, *arrays, entry=entry))
-    rep = FunctionReport(program.source, entry, args.seed, inputs)
-    rep.machine = (plan.machine or executor.machine).describe()
-    rep.regions = region_rows(plan.decisions)
-    rep.rejected = [d.remark().removeprefix("remark: ") for d in executor.decisions if d.verdict != "fused"]
-    fused_arm = {d.name: int(d.fused_id) for d in plan.decisions if d.arm == "fused"}
-    shapes = tuple(tuple(a.shape) for a in arrays)
-    rep.kernels = kernel_rows(executor.optimized_func(global_bindings(), shapes), global_bindings(),
-                              executor.options.backend, fused_arm)
-    rep.compiles = [f"@{r.name} -> id {r.fused_id} in {r.seconds * 1e3:.0f} ms" if not r.error
-                    else f"@{r.name} failed: {r.error}" for r in executor.compiler.records.values()]
-    rep.notes = list(plan.notes)
-    arms = executor.stats.arms
-    rep.arm_calls = {"fused": arms.fused_calls, "arm 0": arms.arm0_calls}
+    rep = plan_report(FunctionReport(program.source, entry, args.seed, inputs), executor, plan, arrays)
     rep.check = check_outputs(outs, refs, args.tol)
     if args.repeat > 0:
         progress(f"time @{entry}: {args.repeat} interleaved rounds")
@@ -255,6 +270,12 @@ def cmd_run(args: argparse.Namespace, out: TextIO, progress: Progress) -> int:
         raise CliError(f"--dim must be >= 1, got {args.dim}")
     if args.tol is not None and not (args.tol > 0 and math.isfinite(args.tol)):
         raise CliError(f"--tol must be a positive number, got {args.tol}")
+    if is_onnx(args.file):
+        if args.example is not None or args.entry is not None:
+            raise CliError("--example and --entry apply to prim programs, not to an ONNX model")
+        return cmd_run_onnx(args, out, progress)
+    if args.input:
+        raise CliError("--input gives an ONNX model's inputs; a prim program's are drawn (see --shape)")
     progress("parse " + (args.file or f"example '{args.example or DEFAULT_EXAMPLE}'"))
     program = load_program(args.file, args.example, args.entry)
     if args.shape and len(program.entries) > 1:
@@ -287,6 +308,12 @@ def cmd_examples(args: argparse.Namespace, out: TextIO, progress: Progress) -> i
 
 
 def cmd_explain(args: argparse.Namespace, out: TextIO, progress: Progress) -> int:
+    if is_onnx(args.file):
+        f = load_onnx_model(args.file, progress)
+        _, arrays = model_inputs(f, args, np.random.default_rng(0))
+        progress("optimize and compile")
+        out.write(f.explain(*arrays) + "\n")
+        return EXIT_OK
     program = load_program(args.file, args.example, args.entry)
     for entry in program.entries:
         _, arrays = entry_inputs(program, entry, args, np.random.default_rng(0), example_inputs=False)
@@ -294,6 +321,99 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, progress: Progress) -> in
         compiled, _ = compile_entry(program, entry, arrays, lambda name: progress(f"compile region @{name}"))
         out.write(compiled.explain(*arrays) + "\n\n")
         out.write(compiled.optimized(*arrays))
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------- ONNX models
+def is_onnx(path: str | None) -> bool:
+    return path is not None and path.lower().endswith(".onnx")
+
+
+def load_onnx_model(path: str, progress: Progress) -> Any:
+    """The model at `path` as a `fusebind.onnx.OnnxFunction`; CliError when it cannot be read."""
+    import onnx
+
+    from fusebind.onnx import load
+
+    progress(f"import {path}: version conversion, shape inference, one handler per node")
+    try:
+        proto = onnx.load(path)
+    except OSError as err:
+        raise CliError(f"cannot read model file '{path}': {err.strerror or err}") from None
+    except Exception as err:  # protobuf's DecodeError and friends
+        raise CliError(f"{path}: not an ONNX model ({type(err).__name__}: {err})") from None
+    return load(proto)
+
+
+def onnxruntime_session(path: str) -> tuple[Any, str]:
+    """(an onnxruntime session for the model, "") or (None, why the outputs are unchecked)."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None, "onnxruntime is not installed: the outputs are unchecked (pip install onnxruntime)"
+    try:
+        return ort.InferenceSession(path, providers=["CPUExecutionProvider"]), ""
+    except Exception as err:  # onnxruntime refuses the model: nothing to check against
+        return None, f"onnxruntime cannot load the model ({str(err).strip().splitlines()[0]}): outputs unchecked"
+
+
+def cmd_run_onnx(args: argparse.Namespace, out: TextIO, progress: Progress) -> int:
+    """Load, run, check (onnxruntime) and time an ONNX model; the usual report."""
+    from fusebind.report import FunctionReport, Timing, check_outputs, format_report
+
+    f = load_onnx_model(args.file, progress)
+    labels, arrays = model_inputs(f, args, np.random.default_rng(args.seed))
+    progress(f"inputs (seed {args.seed}): {', '.join(labels)}; trace, optimize, compile, run")
+    jfn, call = f.jit_call(*arrays)
+    executor = jfn.executor(*call)
+    plan = executor.plan_for(call)
+    outs = f.run(*arrays)
+    rep = plan_report(FunctionReport(args.file, f.imported.model.graph.name or "graph", args.seed, labels),
+                      executor, plan, call)
+    session, unchecked = onnxruntime_session(args.file)
+    feeds = dict(zip(f.input_names, arrays))
+    if session is not None:
+        progress("check against onnxruntime")
+        rep.check = check_outputs(outs, session.run(None, feeds), args.tol)
+    if args.repeat > 0:
+        progress(f"time: {args.repeat} interleaved rounds")
+        fns: dict[str, Callable[[], Any]] = {"fusebind": lambda: f.run(*arrays)}
+        if session is not None:
+            fns["onnxruntime"] = lambda: session.run(None, feeds)
+        t = time_interleaved(fns, args.repeat)
+        if session is not None:
+            rep.timing = Timing(args.repeat, t["fusebind"], t["onnxruntime"])
+        else:
+            rep.notes.append(f"time per call (median of {args.repeat}): fusebind {t['fusebind'] * 1e6:.1f} us")
+    passed = rep.passed or rep.check is None
+    if args.json:
+        json.dump([rep.as_dict() | {"reference": "onnxruntime", "unchecked": unchecked, "passed": passed}], out,
+                  indent=2, default=str)
+        out.write("\n")
+        return EXIT_OK if passed else EXIT_CHECK_FAILED
+    text = format_report(rep).replace("vs reference interpreter", "vs onnxruntime")
+    out.write(text.replace("reference interpreter ", "onnxruntime ") + (f"\nnote: {unchecked}" if unchecked else ""))
+    out.write(f"\nresult: {'UNCHECKED' if rep.check is None else 'PASS' if passed else 'FAIL'}\n")
+    return EXIT_OK if passed else EXIT_CHECK_FAILED
+
+
+def cmd_import(args: argparse.Namespace, out: TextIO, progress: Progress) -> int:
+    """An ONNX model's traced prim module (for `fusebind-opt`), to `-o FILE` or stdout."""
+    if not is_onnx(args.file):
+        raise CliError(f"fusebind import reads an ONNX model (a .onnx file), not '{args.file}'")
+    f = load_onnx_model(args.file, progress)
+    labels, arrays = model_inputs(f, args, np.random.default_rng(0))
+    progress(f"trace for {', '.join(labels)}")
+    text = f.mlir(*arrays)
+    if args.output in (None, "-"):
+        out.write(text)
+        return EXIT_OK
+    try:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as err:
+        raise CliError(f"cannot write '{args.output}': {err.strerror or err}") from None
+    progress(f"wrote {args.output} ({len(text.splitlines())} lines of prim IR)")
     return EXIT_OK
 
 
@@ -306,7 +426,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     def program_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("file", nargs="?", help="an MLIR file of prim ops (default: the built-in example)")
+        p.add_argument("file", nargs="?", help="an MLIR file of prim ops or an ONNX model (.onnx) "
+                       "(default: the built-in example)")
         p.add_argument("-e", "--example", help=f"a built-in example (default: {DEFAULT_EXAMPLE}); see `fusebind examples`")
         p.add_argument("--entry", help="the function to run (default: every function of a file)")
         p.add_argument("--dim", type=int, help="extent of every dynamic dimension "
@@ -315,6 +436,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the shape of one argument, e.g. --shape x=4x8 (repeatable)")
         p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
         p.add_argument("--traceback", action="store_true", help="show the traceback of an internal error")
+        p.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
+                       help="an ONNX model's input from a .npy or .pb (TensorProto) file; a bare FILE is the "
+                            "next input in order (repeatable)")
 
     run = sub.add_parser("run", help="compile, run, check and time a program (the default command)")
     program_args(run)
@@ -328,6 +452,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.set_defaults(quiet=True, traceback=False)
     explain = sub.add_parser("explain", help="show the optimized IR and the plan of a program")
     program_args(explain)
+    imp = sub.add_parser("import", help="write the prim IR of an ONNX model (for fusebind-opt)")
+    program_args(imp)
+    imp.add_argument("-o", "--output", help="the .mlir file to write (default: stdout)")
     return parser
 
 
@@ -355,7 +482,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         parser.print_help(err)
         return EXIT_BAD_INPUT
     progress = Progress(err, args.quiet)
-    command = {"run": cmd_run, "examples": cmd_examples, "explain": cmd_explain}[args.command]
+    command = {"run": cmd_run, "examples": cmd_examples, "explain": cmd_explain, "import": cmd_import}[args.command]
     try:
         return command(args, out, progress)
     except CliError as e:
