@@ -379,3 +379,51 @@ def gemm(ctx: NodeContext, a: Any, b: Any, c: Any = None) -> Any:
 
 
 __all__ = ["trunc_divide"]
+
+
+# ---- losses: a gather of the target class, weighted, reduced ---------------------------------
+
+def _class_loss(ctx: NodeContext, logp: Any, target: Any, weight: Any) -> Any:
+    """NegativeLogLikelihoodLoss over log-probabilities `logp` [N, C, d...] and `target` [N, d...],
+    as the spec's reference computes it: -logp[n, target, d] * weight[target], ignore_index giving
+    0 loss and 0 weight; reduction none | sum | mean (mean divides by the summed weights)."""
+    reduction = ctx.attr("reduction", "mean")
+    ignore = ctx.attr("ignore_index")
+    n, c = int(logp.shape[0]), int(logp.shape[1])
+    x3 = np.reshape(logp, (n, c, -1))
+    t2 = np.reshape(target, (n, -1))
+    keep = None if ignore is None else t2 != np.asarray(ignore, dtype=t2.dtype)
+    safe = t2 if keep is None else np.where(keep, t2, np.zeros((), t2.dtype))  # an ignored class may be out of range
+    picked = np.take_along_axis(x3, np.expand_dims(safe, 1), axis=1)
+    loss = -np.reshape(picked, (n, -1))
+    w = None
+    if weight is not None:
+        w = np.take(weight, safe)
+        if keep is not None:
+            w = np.where(keep, w, np.zeros((), w.dtype))
+    elif keep is not None:
+        w = keep.astype(logp.dtype)
+    if w is not None:
+        loss = loss * w
+    loss = np.reshape(loss, tuple(int(d) for d in target.shape))
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return np.sum(loss)
+    if reduction != "mean":
+        raise ctx.unsupported(f"the reduction {reduction!r}")
+    return np.sum(loss) / np.sum(w) if w is not None else np.mean(loss)
+
+
+@onnx_op("NegativeLogLikelihoodLoss")
+def nll_loss(ctx: NodeContext, x: Any, target: Any, weight: Any = None) -> Any:
+    return _class_loss(ctx, x, target, weight)
+
+
+@onnx_op("SoftmaxCrossEntropyLoss")
+def softmax_cross_entropy_loss(ctx: NodeContext, x: Any, target: Any, weight: Any = None) -> Any:
+    # log-softmax along the class axis, shifted by the max as the reference does
+    shifted = x - np.max(x, axis=1, keepdims=True)
+    logp = shifted - np.log(np.sum(np.exp(shifted), axis=1, keepdims=True))
+    loss = _class_loss(ctx, logp, target, weight)
+    return (loss, logp) if len([o for o in ctx.node.output if o]) > 1 else loss

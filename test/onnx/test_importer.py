@@ -162,3 +162,27 @@ def test_the_coverage_doc_claims_what_the_registry_has():
     assert doc_claim_section(doc.read_text()) == claim_table(), \
         "regenerate: python -m fusebind.onnx.coverage --results <run.json> --write docs/ONNX-COVERAGE.md"
     assert f"| Gemm | {HANDLERS[('', 'Gemm')][0].since}.. |" in claim_table()
+
+
+def test_floor_ceil_round_are_exact_where_fusebind_has_no_rounding_op():
+    x = np.array([[-2.5, -1.5, -0.5, -0.0, 0.5, 1.5], [2.5, 0.49999997, -0.3, 1e30, np.inf, np.nan]], np.float32)
+    m = model([helper.make_node("Floor", ["x"], ["f"]), helper.make_node("Ceil", ["x"], ["c"]),
+               helper.make_node("Round", ["x"], ["r"])],
+              [("x", F32, [2, 6])], [("f", F32, [2, 6]), ("c", F32, [2, 6]), ("r", F32, [2, 6])])
+    f, c, r = backend.prepare(m).run([x])
+    for got, want in ((f, np.floor(x)), (c, np.ceil(x)), (r, np.rint(x))):  # half to even; -0.0 kept
+        np.testing.assert_array_equal(got, want)
+        assert (np.signbit(got) == np.signbit(want)).all()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_losses_against_the_reference(reduction):
+    t = np.array([[0, 2, 5, 1, 3, 4], [5, 1, 0, 2, 2, 3]], np.int64)
+    w = np.linspace(0.5, 1.5, 6).astype(np.float32)
+    logits = np.random.default_rng(2).standard_normal((2, 6, 6)).astype(np.float32)
+    m = model([helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t", "w"], ["l", "logp"], reduction=reduction,
+                                ignore_index=2),
+               helper.make_node("NegativeLogLikelihoodLoss", ["logp", "t"], ["n"], reduction=reduction)],
+              [("x", F32, [2, 6, 6]), ("t", I64, [2, 6]), ("w", F32, [6])],
+              [("l", F32, None), ("logp", F32, None), ("n", F32, None)])
+    check(m, logits, t, w, rtol=1e-5)
