@@ -247,6 +247,8 @@ class JitCompiler:
         from fusebind.runtime.bindings import BindingKey
         from fusebind.runtime.resolve import node_dtypes
 
+        if region.id < RUNTIME_FUSED_BASE:  # a catalog kernel: compiled for any shape, one key for all
+            return region.id
         static_id = self.session.recipes.id_of(region)
         dtypes = node_dtypes(region)
         if static_id is None or static_id == region.id or not self.session.table.lookup(

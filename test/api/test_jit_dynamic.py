@@ -153,3 +153,29 @@ def test_a_dynamic_trace_runs_the_region_as_dynamic_types() -> None:
     general = ex.optimized_func(None, None)
     (region,) = [op for op in general.walk() if isinstance(op, RegionOp)]
     assert str(region.operands[0].type) == "tensor<?x?xf32>"
+
+
+def test_a_catalog_region_keeps_its_one_kernel_for_every_size() -> None:
+    def softmax(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    f = fb.jit(softmax)
+    for n in (8, 9, 10, 8, 2):
+        np.testing.assert_allclose(f(rows(n)), softmax(rows(n)), rtol=1e-5, atol=1e-7)
+    assert kernels(f) == 1 and f.stats.arm0_calls == 0  # the catalog kernel serves every shape
+    assert "[dynamic kernel for any shape]" in f.explain(rows(8)) and f.executor(rows(8)).dynamic
+
+
+def test_means_and_variances_divide_by_the_call_s_sizes() -> None:
+    def centred(x):
+        d = x - x.mean(axis=-1, keepdims=True)
+        return d / np.sqrt((d * d).mean(axis=-1, keepdims=True) + 1e-5) + x.mean()
+
+    f = fb.jit(centred, dynamic=True)
+    for shape in ((3, 64), (5, 64), (5, 17), (9, 33)):
+        x = np.random.default_rng(shape[0]).standard_normal(shape).astype(np.float32)
+        got = f(x)
+        assert got.shape == shape and got.dtype == np.float32
+        np.testing.assert_allclose(got, centred(x), rtol=2e-5, atol=2e-5)
+    assert kernels(f) <= 2 and any(ex.dynamic for ex in f._executors.values())
