@@ -1,4 +1,4 @@
-"""numpy's reductions on traced arrays: np.sum, np.max, np.mean, np.var, np.argmax, ufunc.reduce, ...
+"""numpy's reductions on traced arrays: np.sum, np.max, np.mean, np.var, np.argmax, np.nanargmax, ufunc.reduce, ...
 
 Owns the numpy reduction functions (and the `Tracer` methods of the same
 names, which call them): their `axis`, `keepdims`, `dtype`, `initial` and
@@ -26,6 +26,7 @@ from fusebind.api.numpy_probe import Probe, check, probe
 from fusebind.api.numpy_ufuncs import call
 from fusebind.api.tracer import Graph, Tracer, as_tracer
 from fusebind.dialect import prim
+from fusebind.dialect.prim_checks import CheckOp
 
 NO = np._NoValue
 
@@ -229,6 +230,35 @@ def _arg(kind: str) -> Any:
 
 
 argmax, argmin = _arg("argmax"), _arg("argmin")
+
+
+def _nanarg(kind: str) -> Any:
+    plain = argmax if kind == "argmax" else argmin
+
+    def f(p: Probe, a: Any, axis: Any = None, out: Any = None, *, keepdims: Any = NO) -> Tracer:
+        """numpy's nanargmax / nanargmin: the arg-reduction with NaNs as -inf / +inf, and numpy's
+        ValueError "All-NaN slice encountered" at the call when a slice holds only NaNs (prim.check:
+        the error depends on the values, so it is raised after computing, as numpy does)."""
+        graph = K.graph_of(a)
+        name = f"numpy.nan{kind}"
+        _no_out(graph, out, name)
+        x = tracer(graph, a)
+        if x.dtype.kind != "f":
+            return plain(p, x, axis, keepdims=keepdims)
+        nan = K.isnan(x)
+        r = plain(p, K.select(nan, K.like(x, -np.inf if kind == "argmax" else np.inf), x), axis, keepdims=keepdims)
+        if x.size == 0 or r.size == 0:
+            return r  # (numpy raised for an empty axis already; an empty result has no slice to check)
+        axes = tuple(range(x.ndim)) if axis is None else K.normalize_axes(graph, axis, x.ndim)
+        all_nan = K.reduce("all", nan, axes, keepdims=bool(keepdims) if _given(keepdims) else False)
+        if all_nan.shape != r.shape:
+            all_nan = K.reshape(all_nan, r.shape)
+        return graph.add(CheckOp(r.value, all_nan.value, f"{K.prefix(graph)}{name}: All-NaN slice encountered"))
+    f.__name__ = f"nan{kind}"
+    return f
+
+
+nanargmax, nanargmin = _nanarg("argmax"), _nanarg("argmin")
 
 
 def count_nonzero(p: Probe, a: Any, axis: Any = None, *, keepdims: bool = False) -> Tracer:

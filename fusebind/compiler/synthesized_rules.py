@@ -39,6 +39,8 @@ def is_fusable_elementwise(op: Operation) -> bool:
     kernel cannot raise (no error channel in the kernel ABI), so such a pow
     stays outside every region and runs its reference, which checks the
     exponent before computing (`prim_division.PowOp`)."""
+    if not getattr(op, "kernel_computable", lambda: True)():  # prim.check: raises, a kernel cannot
+        return False
     if isinstance(op, PowOp) and not (op.kernel_computable() and (not op.is_integer()
                                                                    or inlined_constant(op.rhs.owner))):
         return False
