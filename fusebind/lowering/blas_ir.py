@@ -1,7 +1,8 @@
 """The BLAS matmul thunk: LLVM IR that calls `cblas_?gemm` on three memref descriptors.
 
 Owns `GEMMS` (per element type: the ILP64 cblas symbol numpy's bundled
-OpenBLAS exports, its C element type, the kernel's short name),
+OpenBLAS exports, its C element type, the kernel's short name), `NARROW_GEMMS`
+(f16 / bf16: widened to f32 buffers, sgemm, rounded once: `narrow_blas_thunk_ir`),
 `blas_thunk_ir` (the IR text) and `compile_blas_thunk` (that text -> object
 code exporting `_mlir_ciface_<name>`).
 
@@ -15,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["GEMMS", "NARROW", "Gemm", "blas_thunk_ir", "compile_blas_thunk", "narrow_blas_thunk_ir"]
+__all__ = ["BLAS_GEMMS", "GEMMS", "NARROW", "NARROW_GEMMS", "Gemm", "blas_thunk_ir", "compile_blas_thunk",
+           "narrow_blas_thunk_ir"]
 
 
 @dataclass(frozen=True)
@@ -32,13 +34,15 @@ class Gemm:
         return f"_mlir_ciface_fb_blas_{self.short}"
 
 
-#: the element types BLAS covers (integer matmul has no BLAS: it uses the generated linalg.matmul).
-#: f16 and bf16 up-convert to f32 and call sgemm (`NARROW`): this host's CPUs have no avx512_bf16
-#: (nor AVX512-FP16), so there is no native narrow gemm to prefer.
+#: the element types BLAS covers (integer matmul has no BLAS: it uses the generated linalg.matmul)
 GEMMS: dict[str, Gemm] = {"f32": Gemm("scipy_cblas_sgemm64_", "float", "sgemm"),
-                          "f64": Gemm("scipy_cblas_dgemm64_", "double", "dgemm"),
-                          "f16": Gemm("scipy_cblas_sgemm64_", "half", "hgemm_via_sgemm"),
-                          "bf16": Gemm("scipy_cblas_sgemm64_", "i16", "bf16gemm_via_sgemm")}
+                          "f64": Gemm("scipy_cblas_dgemm64_", "double", "dgemm")}
+#: f16 and bf16 up-convert to f32 and call sgemm (`NARROW`): this host's CPUs have no avx512_bf16
+#: (nor AVX512-FP16), so there is no native narrow gemm to prefer. The `ctype` is the storage type.
+NARROW_GEMMS: dict[str, Gemm] = {"f16": Gemm("scipy_cblas_sgemm64_", "half", "hgemm_via_sgemm"),
+                                 "bf16": Gemm("scipy_cblas_sgemm64_", "i16", "bf16gemm_via_sgemm")}
+#: every element type with a BLAS matmul kernel (the static kernels' choice)
+BLAS_GEMMS: dict[str, Gemm] = {**GEMMS, **NARROW_GEMMS}
 #: narrow element -> (LLVM IR widening `%dst = f32 of %src`, narrowing `%dst = narrow of %src`)
 NARROW: dict[str, tuple[str, str]] = {
     "f16": ("  %{d} = fpext half %{s} to float", "  %{d} = fptrunc float %{s} to half"),
@@ -130,7 +134,7 @@ def _copy_loop(p: str, rows: str, cols: str, body: list[str]) -> str:
 
 def _widen(elem: str, src: str, dst: str, rows: str, cols: str) -> str:
     """Copy the narrow strided operand %<src> into the contiguous f32 buffer %<dst>.buf."""
-    t = GEMMS[elem].ctype
+    t = NARROW_GEMMS[elem].ctype
     widen = NARROW[elem][0].format(d=f"{dst}.w", s=f"{dst}.v")
     body = [f"  %{dst}.a0 = mul i64 %{src}.st0, %{dst}.i", f"  %{dst}.a1 = mul i64 %{src}.st1, %{dst}.j",
             f"  %{dst}.a = add i64 %{dst}.a0, %{dst}.a1", f"  %{dst}.p = getelementptr {t}, ptr %{src}.ptr, i64 %{dst}.a",
@@ -144,7 +148,7 @@ def narrow_blas_thunk_ir(elem: str, gemm_address: int, name: str) -> str:
     """LLVM IR of `_mlir_ciface_<name>(A*, B*, C*)` for a narrow float (f16, bf16): A (M x K) and
     B (K x N), any strides, are widened into contiguous f32 buffers, sgemm computes C in f32
     (f32 accumulation), and each element of C is rounded once to `elem` (round to nearest even)."""
-    t = GEMMS[elem].ctype
+    t = NARROW_GEMMS[elem].ctype
     narrow = NARROW[elem][1].format(d="cn.n", s="cn.v")
     store = ["  %cn.o0 = mul i64 %cn.i, %C.d1", "  %cn.o = add i64 %cn.o0, %cn.j",
              "  %cn.p = getelementptr float, ptr %cbuf, i64 %cn.o", "  %cn.v = load float, ptr %cn.p", narrow,
@@ -192,7 +196,7 @@ def compile_blas_thunk(elem: str, gemm_address: int) -> tuple[bytes, str]:
     """(object code, exported symbol) of the `elem` thunk calling the gemm at `gemm_address`."""
     from fusebind.lowering.codegen import compile_llvm_ir
 
-    gemm = GEMMS[elem]
+    gemm = BLAS_GEMMS[elem]
     entry = gemm.entry
     make = narrow_blas_thunk_ir if elem in NARROW else blas_thunk_ir
     return compile_llvm_ir(make(elem, gemm_address, f"fb_blas_{gemm.short}"), entry), entry

@@ -20,7 +20,7 @@ from typing import Any
 
 from fusebind.dialect.errors import FusebindError
 from fusebind.lowering.backend import DEFAULT_BACKEND
-from fusebind.lowering.blas_ir import GEMMS, compile_blas_thunk
+from fusebind.lowering.blas_ir import BLAS_GEMMS, compile_blas_thunk
 from fusebind.runtime.dtypes import DType, KernelSignature
 from fusebind.runtime.kernel import Kernel
 from fusebind.runtime.session import Session, default_session
@@ -43,7 +43,7 @@ def _openblas_path() -> str:
 
 def blas_gemm_address(elem: str) -> int:
     """Address of numpy's bundled OpenBLAS cblas_?gemm (ILP64)."""
-    symbol = GEMMS[elem].symbol
+    symbol = BLAS_GEMMS[elem].symbol
     lib = ctypes.CDLL(_openblas_path())
     try:
         return ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value or 0
@@ -56,11 +56,11 @@ _blas_lock = threading.Lock()
 
 def blas_matmul_kernel(elem: str, session: Session | None = None, *,
                        backend: Any = None) -> Kernel:
-    """The BLAS matmul kernel for f32/f64, one per session (None: the default one) and
+    """The BLAS matmul kernel for f32/f64 (f16/bf16: widened to f32, sgemm, rounded once), one per session (None: the default one) and
     backend (a RuntimeBackend, which loads it; None: the default one). Its thunk (lowering/blas_ir.py)
     embeds the gemm's address in this process, so it is not cached."""
-    if elem not in GEMMS:
-        raise StaticKernelError(f"no BLAS matmul for {elem}; BLAS covers f32 and f64")
+    if elem not in BLAS_GEMMS:
+        raise StaticKernelError(f"no BLAS matmul for {elem}; BLAS covers f32 and f64 (f16 and bf16 through f32)")
     load = backend.load if backend is not None else Kernel.from_object
     blas_kernels: dict[tuple[str, str], Kernel] = (session or default_session()).slot("blas_kernels", dict)
     key = (backend.name if backend is not None else DEFAULT_BACKEND, elem)
@@ -69,5 +69,6 @@ def blas_matmul_kernel(elem: str, session: Session | None = None, *,
             code, entry = compile_blas_thunk(elem, blas_gemm_address(elem))
             sig = KernelSignature(((DType(elem), 2), (DType(elem), 2)), ((DType(elem), 2),))
             k = load(code, entry, signature=sig)
-            blas_kernels[key] = Kernel(k.function, k.signature, k.address, f"blas:{GEMMS[elem].short}", k.keepalive)
+            blas_kernels[key] = Kernel(k.function, k.signature, k.address, f"blas:{BLAS_GEMMS[elem].short}",
+                                       k.keepalive)
         return blas_kernels[key]

@@ -30,7 +30,7 @@ from fusebind.lowering.backend import DEFAULT_BACKEND
 from fusebind.runtime.backend import RuntimeBackend, runtime_backend
 from fusebind.lowering import ObjectCache, build_object, emit_linalg, kernel_signature
 from fusebind.lowering.emit import CheckedKernel
-from fusebind.lowering.blas_ir import GEMMS
+from fusebind.lowering.blas_ir import BLAS_GEMMS
 from fusebind.runtime.blas import StaticKernelError  # re-exported: the static kernels' error
 from fusebind.runtime.session import Session, default_session
 from fusebind.runtime.table import BindingKey, BindingRow
@@ -158,7 +158,7 @@ class StaticKernels:
 
     def _build(self, req: StaticRequest) -> Kernel:
         backend = self._backend()
-        if req.op == "matmul" and req.dtypes[0] in GEMMS:
+        if req.op == "matmul" and req.dtypes[0] in BLAS_GEMMS:  # f16/bf16: through f32 sgemm
             return backend.blas_kernel(req.dtypes[0], self.session)
         emitted = self._emit(req)
         if isinstance(emitted, CheckedKernel):
