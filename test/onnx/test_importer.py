@@ -186,3 +186,17 @@ def test_losses_against_the_reference(reduction):
               [("x", F32, [2, 6, 6]), ("t", I64, [2, 6]), ("w", F32, [6])],
               [("l", F32, None), ("logp", F32, None), ("n", F32, None)])
     check(m, logits, t, w, rtol=1e-5)
+
+
+def test_quantize_saturates_and_dequantize_per_axis():
+    from fusebind.api.capture import SUPPORTED
+    if np.dtype(np.uint8) not in SUPPORTED:
+        pytest.skip("uint8 is not on (the element table's int_widths family)")
+    x = np.array([[-300.0, -1.5, -0.5, 0.5, 2.5, 300.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]], np.float32)
+    m = model([helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["q"]),
+               helper.make_node("DequantizeLinear", ["q", "sa", "zp"], ["d"], axis=0)],
+              [("x", F32, [2, 6])], [("q", TensorProto.UINT8, [2, 6]), ("d", F32, [2, 6])],
+              inits=[numpy_helper.from_array(np.float32(0.5), "s"), numpy_helper.from_array(np.uint8(100), "zp"),
+                     numpy_helper.from_array(np.array([0.5, 2.0], np.float32), "sa")])
+    q, d = check(m, x)
+    assert q[0].tolist() == [0, 97, 99, 101, 105, 255]  # rint half to even, then saturation to uint8
