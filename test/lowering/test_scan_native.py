@@ -1,13 +1,15 @@
 """Scans inside fb.jit run native code (compiler/scan_rule.py): a lone np.cumsum is a one-op region
 and its elementwise producers fuse into it (`cumsum(x * 2 + 1)` is one region reading x once), bit
 for bit numpy's answer (the lowering combines in numpy's sequential order, lowering/emit_scan.py);
-a producer another op also reads stays outside; the consumers are regions of their own.
+a producer another op also reads stays outside; the consumers are regions of their own. And a
+division in a fused region is numpy's exact division (issue 14: not x * (1/t)).
 
 Compile cost: one function per case, small shapes."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import fusebind as fb
 
@@ -64,3 +66,27 @@ def test_a_shared_producer_stays_outside_and_consumers_get_their_own_region(obje
     regions = _regions(jf.explain(X))
     scans = [r for r in regions if "prim.scan" in r]
     assert len(scans) == 1 and "prim.exp" not in scans[0], regions
+
+
+# ---------------------------------------------------------------- x / t in a fused region is numpy's division
+ROWS = RNG.integers(1, 50, (4, 300)).astype(np.float32)  # integer-valued: every row sum is exact in any order
+
+
+@pytest.mark.xfail(strict=True, reason="lowering/rowwise.py's _is_row_division computes x / s as x * (1 / s) "
+                                       "(up to 1 ulp off numpy's x / s); remove this mark with that branch")
+def test_a_row_division_after_a_reduction_is_numpys_division(object_cache) -> None:
+    s = ROWS.sum(axis=1, keepdims=True)
+    assert np.count_nonzero(ROWS * (np.float32(1) / s) != ROWS / s) > 0  # the data tells the two apart
+    f = fb.jit(lambda x: x / x.sum(axis=1, keepdims=True), cache=object_cache)
+    _exact(f(ROWS), ROWS / s)
+
+
+def test_a_division_by_a_constant_or_a_traced_scalar_is_numpys_division(object_cache) -> None:
+    x = ROWS / np.float32(7.0)
+    t = np.float32(3.0)
+    assert np.count_nonzero(x * (np.float32(1) / t) != x / t) > 0
+    f = fb.jit(lambda x, t: (x / 3.0 + 1.0, x / t - 1.0, x / (x + t) * 2.0), cache=object_cache)
+    got = f(x, t)
+    _exact(got[0], x / np.float32(3.0) + np.float32(1.0))
+    _exact(got[1], x / t - np.float32(1.0))
+    _exact(got[2], x / (x + t) * np.float32(2.0))
