@@ -105,6 +105,40 @@ def mean_variance_normalization(ctx: NodeContext, x: Any) -> Any:
     return (x - mean) / (std + 1e-9)
 
 
+@onnx_op("LpNormalization")
+def lp_normalization(ctx: NodeContext, x: Any) -> Any:
+    axis, p = norm_axis(ctx, ctx.attr("axis", -1), x.ndim), ctx.attr("p", 2)
+    if p not in (1, 2):
+        raise ctx.unsupported(f"p = {p} (the spec allows 1 and 2)")
+    norm = np.sum(np.abs(x), axis=axis, keepdims=True) if p == 1 else \
+        np.sqrt(np.sum(x * x, axis=axis, keepdims=True))
+    return np.where(norm == 0, np.zeros((), x.dtype), x / norm)  # a zero vector stays zero (0/0 is 0)
+
+
+@onnx_op("InstanceNormalization")
+def instance_normalization(ctx: NodeContext, x: Any, scale: Any, bias: Any) -> Any:
+    axes = tuple(range(2, x.ndim))
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    mean = np.mean(x, axis=axes, keepdims=True)
+    d = x - mean
+    var = np.mean(d * d, axis=axes, keepdims=True)
+    return d / np.sqrt(var + ctx.attr("epsilon", 1e-5)) * np.reshape(scale, shape) + np.reshape(bias, shape)
+
+
+@onnx_op("GroupNormalization", since=21)
+def group_normalization(ctx: NodeContext, x: Any, scale: Any, bias: Any) -> Any:
+    """Opset 21's meaning: scale and bias per channel (opset 18's per-group form is not built)."""
+    g = ctx.attr("num_groups")
+    n, c = x.shape[0], x.shape[1]
+    grouped = np.reshape(x, (n, g, -1))
+    mean = np.mean(grouped, axis=2, keepdims=True)
+    d = grouped - mean
+    var = np.mean(d * d, axis=2, keepdims=True)
+    y = np.reshape(d / np.sqrt(var + ctx.attr("epsilon", 1e-5)), tuple(x.shape))
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    return y * np.reshape(scale, shape) + np.reshape(bias, shape)
+
+
 @onnx_op("BatchNormalization")
 def batch_normalization(ctx: NodeContext, x: Any, scale: Any, bias: Any, mean: Any, var: Any) -> Any:
     if ctx.attr("training_mode", 0) or (ctx.opset < 9 and not ctx.attr("is_test", 1 if ctx.opset >= 7 else 0)):
@@ -184,7 +218,8 @@ def leaky_relu(ctx: NodeContext, x: Any) -> Any:
 
 @onnx_op("PRelu")
 def prelu(ctx: NodeContext, x: Any, slope: Any) -> Any:
-    if ctx.opset < 7 and slope.ndim == 1 and x.ndim > 2:  # (the old per-channel slope)
+    if slope.ndim == 1 and x.ndim > 2 and slope.shape[0] not in (1, x.shape[-1]) and slope.shape[0] == x.shape[1]:
+        # the per-channel slope of opsets < 7, which a converted model keeps (it broadcasts no other way)
         slope = np.reshape(slope, (-1,) + (1,) * (x.ndim - 2))
     return np.where(x < 0, slope * x, x)
 

@@ -434,19 +434,60 @@ def trilu(ctx: NodeContext, x: Any, k: Any = None) -> Any:
     return np.triu(x, kk) if ctx.attr("upper", 1) else np.tril(x, kk)
 
 
+def _scan(ctx: NodeContext, x: Any, axis: Any, fn: Any, identity: int) -> Any:
+    """CumSum / CumProd: `fn` along the axis, `reverse` scanning from the end, `exclusive`
+    shifting by one (the identity first: 0, x0, x0+x1, ...)."""
+    a = norm_axis(ctx, const_ints(ctx, axis, "axis")[0], x.ndim)
+    y = np.flip(x, a) if ctx.attr("reverse", 0) else x
+    out = fn(y, axis=a, dtype=x.dtype)
+    if ctx.attr("exclusive", 0):
+        index = [slice(None)] * x.ndim
+        index[a] = slice(0, x.shape[a] - 1)
+        first = list(x.shape)
+        first[a] = 1
+        out = np.concatenate([np.full(tuple(first), identity, x.dtype), out[tuple(index)]], axis=a)
+    return np.flip(out, a) if ctx.attr("reverse", 0) else out
+
+
 @onnx_op("CumSum")
 @const_inputs(1)
 def cumsum(ctx: NodeContext, x: Any, axis: Any) -> Any:
-    a = norm_axis(ctx, const_ints(ctx, axis, "axis")[0], x.ndim)
-    y = np.flip(x, a) if ctx.attr("reverse", 0) else x
-    out = np.cumsum(y, axis=a, dtype=x.dtype)
-    if ctx.attr("exclusive", 0):  # shift by one: 0, x0, x0+x1, ...
-        index = [slice(None)] * x.ndim
-        index[a] = slice(0, x.shape[a] - 1)
-        zshape = list(x.shape)
-        zshape[a] = 1
-        out = np.concatenate([np.zeros(tuple(zshape), x.dtype), out[tuple(index)]], axis=a)
-    return np.flip(out, a) if ctx.attr("reverse", 0) else out
+    return _scan(ctx, x, axis, np.cumsum, 0)
+
+
+@onnx_op("CumProd")
+@const_inputs(1)
+def cumprod(ctx: NodeContext, x: Any, axis: Any) -> Any:
+    return _scan(ctx, x, axis, np.cumprod, 1)
+
+
+@onnx_op("EyeLike")
+def eye_like(ctx: NodeContext, x: Any) -> Any:
+    """Depends only on the input's shape: a numpy constant."""
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    to = ctx.attr("dtype")
+    dtype = x.dtype if to is None else tensor_dtype_to_np_dtype(to)
+    n, m = (x.shape[0], x.shape[0]) if x.ndim == 1 else tuple(x.shape)
+    return np.eye(n, m, k=ctx.attr("k", 0), dtype=dtype)
+
+
+@onnx_op("CenterCropPad")
+@const_inputs(1, 2)
+def center_crop_pad(ctx: NodeContext, x: Any, shape: Any, axes: Any = None) -> Any:
+    """Each named axis cropped or zero-padded to its size, centred (the odd element at the end)."""
+    sizes = const_ints(ctx, shape, "shape")
+    ax = [norm_axis(ctx, a, x.ndim) for a in (ctx.attr("axes") or range(x.ndim))]
+    crop: list[Any] = [slice(None)] * x.ndim
+    widths = [(0, 0)] * x.ndim
+    for a, size in zip(ax, sizes):
+        d = abs(size - x.shape[a])
+        if size < x.shape[a]:
+            crop[a] = slice(d // 2, d // 2 + size)
+        elif size > x.shape[a]:
+            widths[a] = (d // 2, d - d // 2)
+    y = x[tuple(crop)]
+    return np.pad(y, tuple(widths), mode="constant") if any(w != (0, 0) for w in widths) else y
 
 
 @onnx_op("OneHot")

@@ -32,6 +32,10 @@ CASES = [
     ("rmsnorm", node("RMSNormalization", ["x", "w"], epsilon=1e-4), [X, W], 23),
     ("mvn", node("MeanVarianceNormalization", ["x"]), [X4], 13),
     ("mvn_axes", node("MeanVarianceNormalization", ["x"], axes=[1]), [X4], 13),
+    ("lpnorm_p1", node("LpNormalization", ["x"], axis=1, p=1), [X], 1),
+    ("lpnorm_p2_zero_row", node("LpNormalization", ["x"]), [np.concatenate([X, 0 * X[:, :, :1]], axis=2)], 1),
+    ("instancenorm", node("InstanceNormalization", ["x", "s", "b"]), [X4, C3, C3 * 2], 6),
+    ("groupnorm", node("GroupNormalization", ["x", "s", "b"], num_groups=2), [X4[:, :2], C3[:2], C3[:2]], 21),
     ("batchnorm", node("BatchNormalization", ["x", "s", "b", "m", "v"]), [X4, C3, C3 * 2, C3, VAR3], 15),
     ("gelu", node("Gelu", ["x"]), [X], 20),
     ("gelu_tanh", node("Gelu", ["x"], approximate="tanh"), [X], 20),
@@ -45,6 +49,7 @@ CASES = [
     ("celu", node("Celu", ["x"], alpha=2.0), [X], 12),
     ("leakyrelu", node("LeakyRelu", ["x"], alpha=0.1), [X], 16),
     ("prelu", node("PRelu", ["x", "s"]), [X, W], 16),
+    ("prelu_v6_per_channel", node("PRelu", ["x", "s"]), [X, C3], 6),
     ("thresholdedrelu", node("ThresholdedRelu", ["x"], alpha=0.5), [X], 10),
     ("shrink", node("Shrink", ["x"], lambd=1.0, bias=0.5), [X], 9),
     ("swish", node("Swish", ["x"], alpha=0.5), [X], 24),
@@ -54,13 +59,14 @@ CASES = [
 ]
 
 
-#: the reference evaluator gives opset 13's meaning at every opset: onnxruntime checks these
-OLD_SOFTMAX = {"softmax_v11_coerced", "softmax_v11_default", "logsoftmax_v11_axis0"}
+#: onnxruntime checks these: the reference evaluator gives opset 13's Softmax meaning at every opset,
+#: and its L1 norm sums x (not |x|)
+ORT_CHECKED = {"softmax_v11_coerced", "softmax_v11_default", "logsoftmax_v11_axis0", "lpnorm_p1"}
 
 
 @pytest.mark.parametrize("name,nd,inputs,opset", CASES, ids=[c[0] for c in CASES])
 def test_handler_matches_reference(name, nd, inputs, opset):
-    check(nd, inputs, opset=opset, rtol=1e-5, atol=1e-5, ref="ort" if name in OLD_SOFTMAX else "onnx")
+    check(nd, inputs, opset=opset, rtol=1e-5, atol=1e-5, ref="ort" if name in ORT_CHECKED else "onnx")
 
 
 def _rotary_inputs(interleaved):

@@ -84,6 +84,8 @@ CASES = [
     ("cumsum", node("CumSum", ["x", "a"]), [X, np.array(1, I64)], [1], 18),
     ("cumsum_excl_rev", node("CumSum", ["x", "a"], exclusive=1, reverse=1), [X, np.array(-1, np.int32)], [1], 18),
     ("cumsum_int32_exclusive", node("CumSum", ["x", "a"], exclusive=1), [np.arange(12, dtype=np.int32).reshape(3, 4), np.array(0, I64)], [1], 18),
+    ("cumprod_excl_rev", node("CumProd", ["x", "a"], exclusive=1, reverse=1), [X, np.array(1, I64)], [1], 18),
+    ("center_crop_pad", node("CenterCropPad", ["x", "s"], axes=[1, 2]), [X, a(2, 7)], [1], 18),
     ("onehot", node("OneHot", ["i", "d", "v"], axis=1), [a(0, -1, 2), np.array(4, I64), np.array([0, 5], np.float32)], [1, 2], 18),
     ("onehot_last", node("OneHot", ["i", "d", "v"]), [np.array([[1, 3], [0, -4]], np.int32), np.array(4, I64), np.array([2, 7], I64)], [1, 2], 18),
 ]
@@ -103,6 +105,7 @@ FOLDED = [
     ("range_float", node("Range", ["s", "l", "d"]), [np.array(1.0, np.float32), np.array(2.0, np.float32), np.array(0.3, np.float32)], 18),
     ("range_int_neg", node("Range", ["s", "l", "d"]), [np.array(10, np.int32), np.array(4, np.int32), np.array(-3, np.int32)], 18),
     ("range_empty", node("Range", ["s", "l", "d"]), [np.array(1, I64), np.array(5, I64), np.array(-1, I64)], 18),
+    ("eyelike", node("EyeLike", ["x"], k=1, dtype=7), [X[0]], 18),
     ("reshape_folds", node("Reshape", ["x", "s"]), [X, a(-1)], 18),
 ]
 
