@@ -200,3 +200,16 @@ def test_quantize_saturates_and_dequantize_per_axis():
                      numpy_helper.from_array(np.array([0.5, 2.0], np.float32), "sa")])
     q, d = check(m, x)
     assert q[0].tolist() == [0, 97, 99, 101, 105, 255]  # rint half to even, then saturation to uint8
+
+
+@pytest.mark.parametrize("attrs", [dict(mode="cubic", antialias=1),
+                                   dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize",
+                                        extrapolation_value=10.0),
+                                   dict(mode="nearest", nearest_mode="ceil")])
+def test_resize_matches_the_reference(attrs):
+    x = np.arange(24, dtype=np.float32).reshape(1, 2, 3, 4)
+    roi = np.array([0, 0, 0.2, -0.3, 1, 1, 0.9, 1.2], np.float32)
+    m = model([helper.make_node("Resize", ["x", "roi", "scales"], ["y"], **attrs)], [("x", F32, [1, 2, 3, 4])],
+              [("y", F32, None)], inits=[numpy_helper.from_array(roi, "roi"),
+                                         numpy_helper.from_array(np.array([1, 1, 0.7, 1.6], np.float32), "scales")])
+    check(m, x, rtol=1e-5)
