@@ -23,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from fusebind.api import numpy_kernels as K
-from fusebind.api import numpy_scans
+from fusebind.api import numpy_rounding, numpy_scans
 from fusebind.api.handlers import NUMPY
 from fusebind.api.numpy_kernels import unsupported
 from fusebind.api.promotion import is_floating, narrow_result
@@ -147,15 +147,6 @@ def _reciprocal(x: Tracer) -> Tracer:
     return K.op(prim.DivOp, K.like(x, 1), x)
 
 
-def _rounding(name: str) -> Callable[[Tracer], Tracer]:
-    def f(x: Tracer) -> Tracer:
-        if not is_floating(x.dtype):
-            return x  # numpy keeps integers and bools as they are
-        raise unsupported(x.graph, f"numpy.{name} of a float array is not supported on traced arrays (fusebind "
-                                   "has no rounding op); round outside the jitted function")
-    return f
-
-
 def _is(kind: str) -> Callable[[Tracer], Tracer]:
     def f(x: Tracer) -> Tracer:
         if not is_floating(x.dtype):
@@ -201,7 +192,7 @@ ELEMENTWISE.update({
     "logical_xor": lambda a, b: K.compare("ne", K.truth(a), K.truth(b)),
     "logical_not": lambda x: K.logical_not(K.truth(x)),
     "isnan": _is("isnan"), "isinf": _is("isinf"), "isfinite": _is("isfinite"),
-    "floor": _rounding("floor"), "ceil": _rounding("ceil"), "trunc": _rounding("trunc"), "rint": _rounding("rint"),
+    **numpy_rounding.UFUNCS,  # floor, ceil, trunc, rint: exact float compositions (integers as they are)
     "deg2rad": _scale(np.pi / 180), "rad2deg": _scale(180 / np.pi), "heaviside": _heaviside,
     **{name: (lambda pred: lambda a, b: K.compare(pred, a, b))(pred) for name, pred in _COMPARE.items()},
 })
