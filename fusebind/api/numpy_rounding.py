@@ -1,4 +1,4 @@
-"""numpy's rounding on traced arrays: np.round / np.around / x.round(decimals) and the ufuncs
+"""numpy's rounding on traced arrays: np.round / np.around / x.round(decimals), np.fix and the ufuncs
 np.rint / np.floor / np.ceil / np.trunc of floats, composed from exact float arithmetic.
 
 fusebind has no rounding op, and needs none: for |y| < 2**(p-1) (p the significand's bits: 2**23
@@ -124,3 +124,14 @@ def round_(p: Probe, a: Any, decimals: Any = 0, out: Any = None) -> Tracer:
     if d > 0:
         return K.op(prim.DivOp, rint(K.op(prim.MulOp, x, f)), f)
     return K.op(prim.MulOp, rint(K.op(prim.DivOp, x, f)), f)
+
+
+def fix(p: Probe, x: Any, out: Any = None) -> Tracer:
+    """np.fix: numpy's ceil below zero, floor elsewhere, which is trunc (fix(-0.5) is -0.0); integers and
+    bools as they are."""
+    graph = K.graph_of(x)
+    if out is not None:
+        raise unsupported(graph, "numpy.fix(..., out=...) cannot write into an array inside a traced function; "
+                                 "use the result")
+    t = x if isinstance(x, Tracer) else as_tracer(graph, x)
+    return trunc(t)

@@ -107,18 +107,18 @@ def test_accumulate_errors_are_numpys_or_a_named_refusal(fn, cls, message) -> No
     assert str(info.value) == f"fusebind: in '<lambda>': {message}"
 
 
-# ---------------------------------------------------------------- nanargmax / nanargmin, np.round, rint/floor/ceil/trunc
+# ------------------------------------------------------ nanargmax / nanargmin, np.round, np.fix, rint/floor/ceil/trunc
 @pytest.fixture
 def mapped(monkeypatch):
     """numpy_dispatch's and numpy_ufuncs' lines for the functions below, installed until those tables hold
     them (the lines the report asks for: np.nanargmax / np.nanargmin -> numpy_reductions, np.round /
-    np.around -> numpy_rounding.round_, the float rounding ufuncs -> numpy_rounding.UFUNCS)."""
+    np.around -> numpy_rounding.round_, np.fix -> numpy_rounding.fix; numpy_ufuncs holds UFUNCS already)."""
     import inspect
 
     from fusebind.api import numpy_dispatch as D, numpy_reductions as R, numpy_rounding as RD, numpy_ufuncs as U
 
     for fn, impl in ((np.nanargmax, R.nanargmax), (np.nanargmin, R.nanargmin), (np.round, RD.round_),
-                     (np.around, RD.round_)):
+                     (np.around, RD.round_), (np.fix, RD.fix)):
         if D.TABLE.get(fn, (None,))[0] is not impl:
             monkeypatch.setitem(D.TABLE, fn, (impl, "auto"))
             monkeypatch.setitem(D._SIGNATURES, impl, inspect.signature(impl))
@@ -182,14 +182,15 @@ ROUND_I32 = np.concatenate([RNG.integers(-10**6, 10**6, 50), [15, 25, -15, -25, 
 def _rounding(f, f32, i, i32):
     """The rounding cases, concatenated per dtype (fewer outputs; the fused arm compiles a few regions).
     The default run takes each path once; FUSEBIND_LONG=1 adds the rest."""
-    f64s = [np.rint(f), np.floor(f), np.ceil(f), np.trunc(f), np.round(f, 2), np.around(f, -1), np.round(f, 25)]
+    f64s = [np.rint(f), np.floor(f), np.ceil(f), np.trunc(f), np.round(f, 2), np.around(f, -1), np.round(f, 25),
+            np.fix(f)]
     f32s = [np.rint(f32), np.floor(f32), np.ceil(f32), np.trunc(f32), f32.round(5), np.round(f32, -2),
             np.round(f32, 40)]
     if LONG:
         f64s += [np.round(f), f.round(3), np.round(f, -3), np.round(f, -25)]
         f32s += [np.round(f32, 1), np.round(f32, -40), np.round(f32 * 3.0 + 1.0, 2)]
     return (np.concatenate(f64s), np.concatenate(f32s), np.concatenate([np.round(i, -2), np.round(i, 2)]),
-            np.concatenate([np.round(i32, -1), np.round(i32), np.floor(i32)]))
+            np.concatenate([np.round(i32, -1), np.round(i32), np.floor(i32), np.fix(i32)]))
 
 
 def test_round_and_the_rounding_ufuncs_are_numpys_bits(mapped, object_cache) -> None:
