@@ -293,6 +293,8 @@ def _as_value(value: Any) -> Any:
 def _load_handlers() -> None:
     """Import the handler modules: importing one fills the registry (they are the claim)."""
     import fusebind.onnx.ops_math  # noqa: F401
+    import fusebind.onnx.ops_quant  # noqa: F401
+    import fusebind.onnx.ops_resize  # noqa: F401
     import fusebind.onnx.ops_shape  # noqa: F401
     try:
         import fusebind.onnx.ops_nn  # noqa: F401
