@@ -6,12 +6,15 @@ initializers and folded shape arithmetic."""
 
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
+
+import pytest
 
 import fusebind as fb
 from fusebind.onnx import ops_nn, ops_shape  # noqa: F401  (registers the handlers)
@@ -109,3 +112,22 @@ def check(node: Any, inputs: Sequence[Any], const: Sequence[int] = (), opset: in
 
 def node(op: str, inputs: Sequence[str], outputs: Sequence[str] = ("y",), **attrs: Any) -> Any:
     return helper.make_node(op, list(inputs), list(outputs), **attrs)
+
+
+#: FUSEBIND_LONG=1 runs every case traced too (the default suite: the representative ones)
+LONG = os.environ.get("FUSEBIND_LONG", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def with_modes(cases: Sequence[tuple[Any, ...]], traced: set[str]) -> list[Any]:
+    """Each case twice, with a last parameter `jit`: on numpy (the handler folds: every case, fast)
+    and inside fb.jit (each compiles its kernels: the names in `traced` by default, all under
+    FUSEBIND_LONG=1)."""
+    unknown = traced - {c[0] for c in cases}
+    assert not unknown, unknown
+    out = []
+    for case in cases:
+        out.append(pytest.param(*case, False, id=f"{case[0]}-numpy"))
+        marks = () if LONG or case[0] in traced else (
+            pytest.mark.skip(reason="traced variant of a folded case: FUSEBIND_LONG=1 runs it"),)
+        out.append(pytest.param(*case, True, id=f"{case[0]}-traced", marks=marks))
+    return out

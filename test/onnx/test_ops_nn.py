@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onnx_node_harness import check, node, run_fusebind
+from onnx_node_harness import check, node, run_fusebind, with_modes
 
 from fusebind.onnx.registry import UnsupportedModel
 
@@ -64,9 +64,14 @@ CASES = [
 ORT_CHECKED = {"softmax_v11_coerced", "softmax_v11_default", "logsoftmax_v11_axis0", "lpnorm_p1"}
 
 
-@pytest.mark.parametrize("name,nd,inputs,opset", CASES, ids=[c[0] for c in CASES])
-def test_handler_matches_reference(name, nd, inputs, opset):
-    check(nd, inputs, opset=opset, rtol=1e-5, atol=1e-5, ref="ort" if name in ORT_CHECKED else "onnx")
+#: the cases also run traced by default (the rest under FUSEBIND_LONG=1)
+#: (softmax, layernorm and GELU also run traced and fused in test_transformer_block.py)
+TRACED = {"gelu", "einsum_bmm", "selu", "hardmax"}
+
+
+@pytest.mark.parametrize("name,nd,inputs,opset,jit", with_modes(CASES, TRACED))
+def test_handler_matches_reference(name, nd, inputs, opset, jit):
+    check(nd, inputs, opset=opset, rtol=1e-5, atol=1e-5, ref="ort" if name in ORT_CHECKED else "onnx", jit=jit)
 
 
 def _rotary_inputs(interleaved):
@@ -76,10 +81,10 @@ def _rotary_inputs(interleaved):
     return [x, np.cos(ang), np.sin(ang), pos]
 
 
-@pytest.mark.parametrize("interleaved", [0, 1])
-def test_rotary_embedding(interleaved):
+@pytest.mark.parametrize("name,interleaved,jit", with_modes([("rotary", 0), ("rotary_interleaved", 1)], set()))
+def test_rotary_embedding(name, interleaved, jit):
     nd = node("RotaryEmbedding", ["x", "c", "s", "p"], interleaved=interleaved, num_heads=2)
-    check(nd, _rotary_inputs(interleaved), const=[1, 2], opset=23, rtol=1e-5, atol=1e-5)
+    check(nd, _rotary_inputs(interleaved), const=[1, 2], opset=23, rtol=1e-5, atol=1e-5, jit=jit)
 
 
 def test_training_dropout_is_unsupported_model():
@@ -116,6 +121,6 @@ ATTENTION = [
 ]
 
 
-@pytest.mark.parametrize("name,nd,inputs,opset", ATTENTION, ids=[c[0] for c in ATTENTION])
-def test_attention_matches_reference(name, nd, inputs, opset):
-    check(nd, inputs, opset=opset, rtol=1e-5, atol=1e-5)
+@pytest.mark.parametrize("name,nd,inputs,opset,jit", with_modes(ATTENTION, {"past_present_float_mask_causal"}))
+def test_attention_matches_reference(name, nd, inputs, opset, jit):
+    check(nd, inputs, opset=opset, rtol=1e-5, atol=1e-5, jit=jit)

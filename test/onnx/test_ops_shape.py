@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from onnx_node_harness import check, node, run_fusebind
+from onnx_node_harness import check, node, run_fusebind, with_modes
 
 from fusebind.onnx.registry import UnsupportedModel
 
@@ -91,9 +91,14 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,nd,inputs,const,opset", CASES, ids=[c[0] for c in CASES])
-def test_handler_matches_reference(name, nd, inputs, const, opset):
-    check(nd, inputs, const, opset)
+#: the cases also run traced by default: one per tracer path the handlers take
+TRACED = {"slice_clamp_neg_steps", "gather_constant_table", "gather_nd_batch", "scatter_elements_add",
+          "pad_traced_value", "cumsum_excl_rev", "onehot"}
+
+
+@pytest.mark.parametrize("name,nd,inputs,const,opset,jit", with_modes(CASES, TRACED))
+def test_handler_matches_reference(name, nd, inputs, const, opset, jit):
+    check(nd, inputs, const, opset, jit=jit)
 
 
 FOLDED = [
