@@ -49,5 +49,5 @@ def test_all_rules_are_catalog_rules_then_synthesized_in_priority_order() -> Non
 
     assert [r.name for r in ALL_RULES] == [
         "bias_gelu", "gelu", "softmax", "layernorm", "bias_relu",
-        "matmul-epilogue", "reduction", "elementwise", "scatter",
+        "matmul-epilogue", "reduction", "scan", "elementwise", "scatter",
     ]
