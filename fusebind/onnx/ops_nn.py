@@ -392,3 +392,6 @@ def attention(ctx: NodeContext, q: Any, k: Any, v: Any, mask: Any = None, past_k
     if rank3:
         y = np.reshape(np.transpose(y, (0, 2, 1, 3)), (y.shape[0], y.shape[2], -1))
     return y, present_k, present_v, qk_out.astype(dtype)
+
+
+from fusebind.onnx import ops_resize  # noqa: E402,F401  (Resize registers with the composites until the importer lists it)

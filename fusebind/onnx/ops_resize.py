@@ -1,119 +1,176 @@
-"""The ONNX Resize handler (opset 11+): per changed axis, a constant interpolation matrix.
+"""ONNX `Resize` (opsets 10..): nearest, linear and cubic interpolation with every coordinate
+transformation mode, antialiasing, `exclude_outside`, `tf_crop_and_resize`'s extrapolation,
+`keep_aspect_ratio_policy` and `axes`, as the reference computes it (onnx/reference/ops/op_resize.py).
 
-Resize is separable (the spec's reference resizes one axis at a time) and, for a fixed input size,
-linear in the data along each axis: out[i] = sum_j W[i, j] x[j], except rows whose coordinate falls
-outside the ROI (tf_crop_and_resize), which are extrapolation_value. W is computed at import by the
-reference's own 1-D routine applied to the identity (onnx is pinned, so its private
-`_interpolate_1d_along_axis` is the spec's meaning), so every coordinate mode, nearest mode, cubic
-coefficient, exclude_outside and antialias means exactly what the reference says; a nearest W (one
-1 per row) becomes a gather, exact for every dtype. Linear and cubic modes of integer data are
-refused (the reference rounds a float64 result; fusebind would not match it bit for bit).
-
-Must not: know the other ops (ops_math.py, ops_shape.py).
+Resize is separable: each resized axis is one step. Its source coordinates, neighbour indices
+and weights depend only on the shapes and the (constant) scales, sizes and roi, so they are
+numpy constants; the step on the data is one gather of the neighbours along the axis (constant
+indices), a multiply by the weights and a sum over the taps, which fusion sees as prims. Like
+the reference, the data is computed in float64 and cast back (integers rounded and saturated).
+Must not: take scales, sizes or roi computed from the model's inputs (UnsupportedModel).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from fusebind.onnx.ops_math import _is_const
+from fusebind.onnx.ops_shape import const_array, const_inputs, norm_axis
 from fusebind.onnx.registry import NodeContext, onnx_op
 
+Coeffs = Callable[[float, float], np.ndarray]
 
-def _resize_plan(ctx: NodeContext, shape: tuple[int, ...], roi: Any, scales: Any, sizes: Any) -> list[Any]:
-    """[(axis, scale, out_len, roi pair or None)] for the axes that change, as the reference computes them."""
-    r = len(shape)
-    axes = ctx.attr("axes")
-    axes = list(range(r)) if axes is None else [a + r if a < 0 else a for a in axes]
-    full = list(range(r)) if ctx.attr("axes") is None else axes
-    scale_f = None if scales is None or np.asarray(scales).size == 0 else [float(s) for s in np.asarray(scales)]
-    size_l = None if sizes is None or np.asarray(sizes).size == 0 else [int(s) for s in np.asarray(sizes)]
-    roi_l = None if roi is None or np.asarray(roi).size == 0 else [float(v) for v in np.asarray(roi)]
-    if ctx.attr("axes") is not None:
-        if scale_f is not None:
-            s = [1.0] * r
-            for i, d in enumerate(axes):
-                s[d] = scale_f[i]
-            scale_f = s
-        if size_l is not None:
-            s = list(shape)
-            for i, d in enumerate(axes):
-                s[d] = size_l[i]
-            size_l = s
-        if roi_l is not None:
-            new = [0.0] * r + [1.0] * r
-            for i, d in enumerate(axes):
-                new[d], new[r + d] = roi_l[i], roi_l[len(axes) + i]
-            roi_l = new
-    if size_l is not None:
-        scale_f = [size_l[i] / shape[i] for i in range(r)]
+
+def _nearest(mode: str) -> Coeffs:
+    def coeffs(ratio: float, scale: float) -> np.ndarray:
+        if float(ratio).is_integer():
+            return np.array([0, 1])
+        return {"round_prefer_floor": np.array([ratio <= 0.5, ratio > 0.5]),
+                "round_prefer_ceil": np.array([ratio < 0.5, ratio >= 0.5]),
+                "floor": np.array([1, 0]), "ceil": np.array([0, 1])}[mode]
+    return coeffs
+
+
+def _linear(antialias: bool) -> Coeffs:
+    def coeffs(ratio: float, scale: float) -> np.ndarray:
+        if not antialias:
+            return np.array([1 - ratio, ratio])
+        scale = min(scale, 1.0)
+        start = int(np.floor(-1 / scale) + 1)
+        w = np.clip(1 - np.abs((np.arange(start, start + 2 - 2 * start) - ratio) * scale), 0, 1)
+        return w / w.sum()
+    return coeffs
+
+
+def _cubic(a: float, antialias: bool) -> Coeffs:
+    def kernel(x: float) -> float:
+        x = abs(x)
+        if x <= 1:
+            return (a + 2) * x ** 3 - (a + 3) * x * x + 1
+        return a * x ** 3 - 5 * a * x * x + 8 * a * x - 4 * a if x < 2 else 0.0
+
+    def coeffs(ratio: float, scale: float) -> np.ndarray:
+        if not antialias:
+            return np.array([kernel(ratio + 1), kernel(ratio), kernel(1 - ratio), kernel(2 - ratio)])
+        scale = min(scale, 1.0)
+        start = int(np.floor(-2 / scale) + 1)
+        w = np.array([kernel(scale * (i - ratio)) for i in range(start, 2 - start)])
+        return w / w.sum()
+    return coeffs
+
+
+def _source(mode: str, y: np.ndarray, scale: float, n_in: int, n_out: int, roi: Any) -> tuple[np.ndarray, Any]:
+    """Each output index's source coordinate, and (tf_crop_and_resize) which fall outside."""
+    width = scale * n_in
+    if mode == "align_corners":
+        return (np.zeros(n_out) if width == 1 else y * (n_in - 1) / (width - 1)), None
+    if mode == "asymmetric":
+        return y / scale, None
+    if mode == "tf_crop_and_resize":
+        x = np.full(n_out, (roi[1] - roi[0]) * (n_in - 1) / 2) if width == 1 else \
+            y * (roi[1] - roi[0]) * (n_in - 1) / (width - 1)
+        x = x + roi[0] * (n_in - 1)
+        return x, (x < 0) | (x > n_in - 1)
+    if mode == "pytorch_half_pixel":
+        return (np.full(n_out, -0.5) if width == 1 else (y + 0.5) / scale - 0.5), None
+    if mode == "half_pixel":
+        return (y + 0.5) / scale - 0.5, None
+    if mode == "half_pixel_symmetric":
+        return n_in / 2 * (1 - n_out / width) + (y + 0.5) / scale - 0.5, None
+    raise ValueError(mode)
+
+
+def _along(ctx: NodeContext, data: Any, axis: int, scale: float, n_out: int, coeffs: Coeffs, roi: Any) -> Any:
+    """One axis resized: gather the taps (constant indices), weight them, sum them."""
+    n_in = data.shape[axis]
+    x, outside = _source(ctx.attr("coordinate_transformation_mode", "half_pixel" if ctx.opset >= 11 else "asymmetric"),
+                         np.arange(n_out, dtype=np.float64), scale, n_in, n_out, roi)
+    base = np.floor(x).astype(np.int64)
+    ratios = np.where(x == base, 1.0, x - base)
+    w = np.array([coeffs(float(r), scale) for r in ratios], dtype=np.float64)
+    taps = w.shape[1]
+    pad = int(np.ceil(taps / 2))
+    padded = x + pad
+    p = np.floor(padded).astype(np.int64)
+    frac = padded - p
+    if taps % 2 == 0:
+        offset = np.where(frac == 0, -(taps // 2), -(taps // 2) + 1)
+    else:
+        offset = np.where(frac <= 0.5, -((taps - 1) // 2), -((taps - 1) // 2) + 1)
+    idx = (p + offset)[:, None] + np.arange(taps)[None, :] - pad
+    if ctx.attr("exclude_outside", 0):
+        w = np.where((idx < 0) | (idx >= n_in), 0.0, w)
+        total = w.sum(axis=-1, keepdims=True)
+        w = w / np.where(total == 0, 1.0, total)
+    gathered = np.take(data, np.clip(idx, 0, n_in - 1), axis=axis)
+    shape = (1,) * axis + w.shape + (1,) * (data.ndim - axis - 1)
+    out = np.sum(gathered * w.reshape(shape), axis=axis + 1)
+    if outside is not None and outside.any():
+        mask = outside.reshape((1,) * axis + (n_out,) + (1,) * (data.ndim - axis - 1))
+        out = np.where(mask, np.float64(ctx.attr("extrapolation_value", 0.0)), out)
+    return out
+
+
+def _given(ctx: NodeContext, v: Any, what: str) -> Any:
+    if v is None:
+        return None
+    arr = const_array(ctx, v, what)
+    return None if arr.size == 0 else arr.reshape(-1)
+
+
+@onnx_op("Resize", since=10)
+@const_inputs(1, 2, 3)
+def resize(ctx: NodeContext, x: Any, roi: Any = None, scales: Any = None, sizes: Any = None) -> Any:
+    if ctx.opset < 11:  # Resize-10: (X, scales)
+        roi, scales = None, roi
+    mode = ctx.attr("mode", "nearest")
+    antialias = bool(ctx.attr("antialias", 0))
+    if mode == "nearest":
+        if antialias:
+            raise ctx.unsupported("antialias with mode 'nearest'")
+        coeffs = _nearest(ctx.attr("nearest_mode", "round_prefer_floor"))
+    elif mode == "linear":
+        coeffs = _linear(antialias)
+    elif mode == "cubic":
+        coeffs = _cubic(ctx.attr("cubic_coeff_a", -0.75), antialias)
+    else:
+        raise ctx.unsupported(f"the mode {mode!r}")
+    r = x.ndim
+    roi_v, scale_v, size_v = _given(ctx, roi, "roi"), _given(ctx, scales, "scales"), _given(ctx, sizes, "sizes")
+    axes = [norm_axis(ctx, a, r) for a in (ctx.attr("axes") or range(r))]
+    full_roi = None
+    if roi_v is not None:
+        full_roi = [0.0] * r + [1.0] * r
+        for i, a in enumerate(axes):
+            full_roi[a], full_roi[r + a] = float(roi_v[i]), float(roi_v[len(axes) + i])
+    if size_v is not None:
+        out = list(x.shape)
+        for i, a in enumerate(axes):
+            out[a] = int(size_v[i])
+        factors = [out[i] / x.shape[i] for i in range(r)]
         policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
         if policy != "stretch":
             pick = min if policy == "not_larger" else max
-            s = pick(scale_f[a] for a in full)
-            scale_f = [s if i in full else 1.0 for i in range(r)]
-            size_l = [int(s * shape[i] + 0.5) if i in full else shape[i] for i in range(r)]
-    elif scale_f is not None:
-        size_l = [int(v) for v in (np.array(scale_f) * np.array(shape))]
+            s = pick(factors[a] for a in axes)
+            factors = [s if i in axes else 1.0 for i in range(r)]
+            out = [int(s * x.shape[i] + 0.5) if i in axes else x.shape[i] for i in range(r)]
+    elif scale_v is not None:
+        factors = [1.0] * r
+        for i, a in enumerate(axes):
+            factors[a] = float(scale_v[i])
+        out = [int(f * d) for f, d in zip(factors, x.shape)]
     else:
-        raise ctx.unsupported("neither scales nor sizes")
-    plan = []
-    for a in full:
-        pair = None if roi_l is None else [roi_l[a], roi_l[a + r]]
-        unchanged = math.isclose(scale_f[a], 1.0) and size_l[a] == shape[a] and (
-            pair is None or (math.isclose(pair[0], 0.0) and math.isclose(pair[1], 1.0)))
-        if not unchanged:
-            plan.append((a, scale_f[a], size_l[a], pair))
-    return plan
-
-
-def _resize_coeffs(ctx: NodeContext) -> Any:
-    from onnx.reference.ops import op_resize as ref  # the spec's reference (onnx is pinned)
-
-    mode, a_coef = ctx.attr("mode", "nearest"), float(ctx.attr("cubic_coeff_a", -0.75))
-    antialias = bool(ctx.attr("antialias", 0))
-    if mode == "nearest":
-        nearest = ctx.attr("nearest_mode", "round_prefer_floor")
-        return lambda x, scale: ref._nearest_coeffs(x, mode=nearest)
-    if mode == "cubic":
-        fn = ref._cubic_coeffs_antialias if antialias else ref._cubic_coeffs
-        return lambda x, scale: fn(x, scale, A=a_coef)
-    if mode == "linear":
-        return ref._linear_coeffs_antialias if antialias else ref._linear_coeffs
-    raise ctx.unsupported(f"the mode {mode!r}")
-
-
-@onnx_op("Resize", since=11)
-def resize(ctx: NodeContext, x: Any, roi: Any = None, scales: Any = None, sizes: Any = None) -> Any:
-    from onnx.reference.ops import op_resize as ref
-
-    for what, v in (("roi", roi), ("scales", scales), ("sizes", sizes)):
-        if v is not None and not _is_const(v):
-            raise ctx.unsupported(f"a {what} input computed from the model's inputs")
-    shape = tuple(int(d) for d in x.shape)
-    coeffs = _resize_coeffs(ctx)
-    cmode = ctx.attr("coordinate_transformation_mode", "half_pixel")
-    extrap = float(ctx.attr("extrapolation_value", 0.0))
-    nearest = ctx.attr("mode", "nearest") == "nearest"
-    if not nearest and x.dtype.kind != "f":
-        raise ctx.unsupported(f"{ctx.attr('mode')} interpolation of {x.dtype} data")
-    out = x
-    for axis, scale, m, pair in _resize_plan(ctx, shape, roi, scales, sizes):
-        n = shape[axis]
-        kw = dict(roi=pair, coordinate_transformation_mode=cmode, exclude_outside=bool(ctx.attr("exclude_outside", 0)))
-        w = ref._interpolate_1d_along_axis(np.eye(n), 0, scale, m, coeffs, extrapolation_value=0.0, **kw)
-        outside = ref._interpolate_1d_along_axis(np.zeros((n, 1)), 0, scale, m, coeffs, extrapolation_value=1.0,
-                                                 **kw)[:, 0] != 0
-        rows_one_hot = ((w == 0) | (w == 1)).all() and (w.sum(axis=1)[~outside] == 1).all()
-        if nearest and rows_one_hot:
-            out = np.take(out, np.argmax(w, axis=1).astype(np.int64), axis=axis)
-        else:
-            moved = np.moveaxis(out, axis, -1)
-            out = np.moveaxis(np.matmul(moved, w.T.astype(x.dtype)), -1, axis)
-        if outside.any():
-            mask = outside.reshape((1,) * axis + (m,) + (1,) * (len(shape) - axis - 1))
-            out = np.where(mask, np.asarray(extrap, dtype=x.dtype), out)
-    return out
+        raise ctx.unsupported("neither scales nor sizes is given")
+    y = x.astype(np.float64)
+    for a in axes:
+        trivial_roi = full_roi is None or (math.isclose(full_roi[a], 0.0) and math.isclose(full_roi[a + r], 1.0))
+        if math.isclose(factors[a], 1.0) and out[a] == y.shape[a] and trivial_roi:
+            continue
+        y = _along(ctx, y, a, factors[a], out[a], coeffs, None if full_roi is None else [full_roi[a], full_roi[a + r]])
+    dtype = np.dtype(x.dtype)
+    if dtype.kind in "iu":  # the reference's saturate_cast: rounded (half to even), clipped
+        info = np.iinfo(dtype)
+        return np.clip(np.rint(y), info.min, info.max).astype(dtype)
+    return y.astype(dtype)

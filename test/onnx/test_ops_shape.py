@@ -86,6 +86,18 @@ CASES = [
     ("cumsum_int32_exclusive", node("CumSum", ["x", "a"], exclusive=1), [np.arange(12, dtype=np.int32).reshape(3, 4), np.array(0, I64)], [1], 18),
     ("cumprod_excl_rev", node("CumProd", ["x", "a"], exclusive=1, reverse=1), [X, np.array(1, I64)], [1], 18),
     ("center_crop_pad", node("CenterCropPad", ["x", "s"], axes=[1, 2]), [X, a(2, 7)], [1], 18),
+    ("resize_linear_half_pixel", node("Resize", ["x", "", "s"], mode="linear"),
+     [X4, None, np.array([1, 1, 1.5, 2.5], np.float32)], [2], 18),
+    ("resize_cubic_sizes_axes_exclude", node("Resize", ["x", "", "", "z"], mode="cubic", axes=[2, 3], exclude_outside=1,
+                                             coordinate_transformation_mode="align_corners"), [X4, None, None, a(3, 5)], [3], 18),
+    ("resize_nearest_ceil_asym", node("Resize", ["x", "", "s"], nearest_mode="ceil",
+                                      coordinate_transformation_mode="asymmetric"),
+     [X4, None, np.array([1, 1, 2, 0.7], np.float32)], [2], 18),
+    ("resize_tf_crop_extrapolate", node("Resize", ["x", "r", "", "z"], mode="linear", extrapolation_value=-3.0,
+                                        coordinate_transformation_mode="tf_crop_and_resize"),
+     [X4, np.array([0, 0, -0.2, 0.1, 1, 1, 0.9, 1.3], np.float32), None, a(2, 8, 3, 4)], [1, 3], 18),
+    ("resize_uint8_antialias", node("Resize", ["x", "", "", "z"], mode="linear", antialias=1),
+     [np.arange(64, dtype=np.uint8).reshape(1, 1, 8, 8) * 3, None, None, a(1, 1, 3, 5)], [3], 18),
     ("onehot", node("OneHot", ["i", "d", "v"], axis=1), [a(0, -1, 2), np.array(4, I64), np.array([0, 5], np.float32)], [1, 2], 18),
     ("onehot_last", node("OneHot", ["i", "d", "v"]), [np.array([[1, 3], [0, -4]], np.int32), np.array(4, I64), np.array([2, 7], I64)], [1, 2], 18),
 ]
@@ -93,7 +105,8 @@ CASES = [
 
 #: the cases also run traced by default: one per tracer path the handlers take
 TRACED = {"slice_clamp_neg_steps", "gather_constant_table", "gather_nd_batch", "scatter_elements_add",
-          "pad_traced_value", "cumsum_excl_rev", "onehot"}
+          "pad_traced_value", "cumsum_excl_rev", "onehot",
+          "resize_linear_half_pixel"}
 
 
 @pytest.mark.parametrize("name,nd,inputs,const,opset,jit", with_modes(CASES, TRACED))
