@@ -55,49 +55,14 @@ def _erf(x: Any) -> Any:
     return fb.erf(x)
 
 
-def _trunc_float(x: Any) -> Any:
-    """trunc of a float array through int64 (exact: |x| below 2**52 converts exactly; larger finite
-    values, infinities and NaN are already integral or stay themselves)."""
-    t = x.astype(np.int64).astype(x.dtype)
-    return np.where(np.isfinite(x) & (np.abs(x) < 2.0 ** 52), t, x)
-
-
-def _rounding(kind: str) -> Any:
-    """floor / ceil / rint (half to even) of floats, numpy's where fusebind has the op; else composed
-    exactly from trunc (a zero result keeps x's sign, as numpy's does: floor(-0.0) is -0.0)."""
-    native = {"floor": np.floor, "ceil": np.ceil, "rint": np.rint}[kind]
-
-    def fn(x: Any) -> Any:
-        if _is_const(x) or x.dtype.kind != "f":
-            return native(x)
-        try:
-            return native(x)
-        except fb.UnsupportedOperation:
-            pass
-        t = _trunc_float(x)
-        frac = x - t  # exact
-        one = np.ones((), x.dtype)
-        if kind == "floor":
-            r = np.where(frac < 0, t - one, t)
-        elif kind == "ceil":
-            r = np.where(frac > 0, t + one, t)
-        else:
-            half = np.asarray(0.5, x.dtype)
-            odd = np.fmod(t, np.asarray(2.0, x.dtype)) != 0
-            away = (np.abs(frac) > half) | ((np.abs(frac) == half) & odd)
-            r = np.where(away, t + np.where(x < 0, -one, one), t)
-        return np.where(r == 0, x * np.zeros((), x.dtype), r)
-    return fn
-
-
 _UNARY = {
     "Abs": np.abs, "Neg": np.negative, "Exp": np.exp, "Log": np.log, "Sqrt": np.sqrt,
-    "Floor": _rounding("floor"), "Ceil": _rounding("ceil"), "Sin": np.sin, "Cos": np.cos, "Tan": np.tan, "Asin": np.arcsin,
+    "Floor": np.floor, "Ceil": np.ceil, "Sin": np.sin, "Cos": np.cos, "Tan": np.tan, "Asin": np.arcsin,
     "Acos": np.arccos, "Atan": np.arctan, "Sinh": np.sinh, "Cosh": np.cosh, "Asinh": np.arcsinh,
     "Acosh": np.arccosh, "Atanh": np.arctanh, "Sign": np.sign, "Tanh": np.tanh, "Sigmoid": _sigmoid,
     "Not": np.logical_not, "IsNaN": np.isnan, "BitwiseNot": np.invert, "Erf": _erf,
     # ONNX Round is round half to even: numpy's rint
-    "Round": _rounding("rint"),
+    "Round": np.rint,
 }
 
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from fusebind.onnx.ops_math import _elem_dtype, _rounding
+from fusebind.onnx.ops_math import _elem_dtype
 from fusebind.onnx.registry import NodeContext, onnx_op
 
 # ---- quantization: integer codes <-> floats, with the reference's rounding and saturation ------
 
-_RINT = _rounding("rint")
+_RINT = np.rint  # round half to even, as the reference
 
 
 def _q_param(v: Any, shape: tuple[int, ...], axis: int, block: int) -> Any:
