@@ -193,3 +193,10 @@ def test_other_dtypes_under_dynamic_dims_keep_numpy_s_dtype(dtype) -> None:
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want)
     assert f.executor(*((rows(7) * 4).astype(dtype),) * 2).dynamic
+
+
+def test_verify_mode_checks_the_dynamic_kernel_at_every_size() -> None:
+    f = fb.jit(body, dynamic=True, verify=True)
+    for n in (3, 4, 6):
+        check(f, rows(n), W)  # verify raises FusedArmMismatch if the fused arm disagrees with arm 0
+    assert f.stats.fused_calls == 3 and kernels(f) == 1
