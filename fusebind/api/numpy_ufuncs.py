@@ -57,7 +57,7 @@ def operand_key(graph: Graph, v: Any, what: str, strong: bool = False) -> Any:
         dt = np.asarray(v).dtype
     except Exception:  # noqa: BLE001 - numpy could not make an array of it
         dt = np.dtype(object)
-    if dt == object or dt.kind in "USVOMm":
+    if dt == object or (dt.kind in "USVOMm" and not is_floating(dt)):  # bfloat16 is kind "V"
         raise unsupported(graph, f"{what}: an operand of type {type(v).__name__} is not an array of numbers")
     return dt
 

@@ -148,3 +148,12 @@ def test_scans_and_scatter_adds_combine_in_f32(dt: np.dtype) -> None:
     assert np.array_equal(scan, want_scan) and np.array_equal(added, want_added.astype(dt))
     explain = f.explain(x)
     assert "failed" not in explain and "no static kernel" not in explain
+
+
+def test_a_bfloat16_numpy_constant_is_an_operand_like_any_float() -> None:
+    """ml_dtypes' bfloat16 has kind "V" (numpy's void kind), which the operand check refused as
+    "not an array of numbers" for a captured constant."""
+    c = np.full(8, 2.5, BF16)
+    got = fb.jit(lambda a: (a + c, np.add(a, c)))(np.ones((4, 8), BF16))
+    for g in got:
+        assert g.dtype == BF16 and np.array_equal(g.astype(np.float32), np.full((4, 8), 3.5, np.float32))
