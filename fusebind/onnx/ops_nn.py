@@ -240,6 +240,41 @@ def swish(ctx: NodeContext, x: Any) -> Any:
     return x * (1.0 / (1.0 + np.exp(-(ctx.attr("alpha", 1.0) * x))))
 
 
+@onnx_op("SwiGLU")
+def swiglu(ctx: NodeContext, a: Any, b: Any) -> Any:
+    """Swish(a) * b, Swish_alpha(a) = a * sigmoid(alpha * a); a and b of one shape (no broadcast)."""
+    if tuple(a.shape) != tuple(b.shape):
+        raise ctx.unsupported(f"inputs of shapes {tuple(a.shape)} and {tuple(b.shape)} (SwiGLU does not broadcast)")
+    return a * (1.0 / (1.0 + np.exp(-(ctx.attr("alpha", 1.0) * a)))) * b
+
+
+# --------------------------------------------------------------------------- windows (constants of a size)
+
+
+def _window(ctx: NodeContext, size: Any, body: Any, own_dtype: bool) -> Any:
+    """A window of `size` (constant) values: `body(n, N)` with n = 0..size-1 and N = size
+    (periodic, the default) or size - 1; n is in the output type (Hann, Hamming) or an
+    integer (Blackman), as the reference computes them."""
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    from fusebind.onnx.ops_shape import const_ints
+
+    n = const_ints(ctx, size, "size")[0]
+    dtype = tensor_dtype_to_np_dtype(ctx.attr("output_datatype", 1))
+    big_n = n if ctx.attr("periodic", 1) else n - 1
+    return np.asarray(body(np.arange(n, dtype=dtype) if own_dtype else np.arange(n), big_n)).astype(dtype)
+
+
+onnx_op("HannWindow", since=17)(const_inputs(0)(
+    lambda ctx, size: _window(ctx, size, lambda n, big: np.sin(n * np.pi / big) ** 2, True)))
+onnx_op("HammingWindow", since=17)(const_inputs(0)(
+    lambda ctx, size: _window(ctx, size, lambda n, big: 25.0 / 46.0 - np.cos(n * np.pi * 2 / big) * (21.0 / 46.0),
+                              True)))
+onnx_op("BlackmanWindow", since=17)(const_inputs(0)(
+    lambda ctx, size: _window(ctx, size, lambda n, big: np.cos((n * (np.pi * 2)) / big) * -0.5
+                              + np.cos((n * (np.pi * 4)) / big) * 0.08 + 0.42, False)))
+
+
 # --------------------------------------------------------------------------- others
 
 
@@ -394,4 +429,5 @@ def attention(ctx: NodeContext, q: Any, k: Any, v: Any, mask: Any = None, past_k
     return y, present_k, present_v, qk_out.astype(dtype)
 
 
-from fusebind.onnx import ops_resize  # noqa: E402,F401  (Resize registers with the composites until the importer lists it)
+from fusebind.onnx import ops_linear_attention, ops_resize  # noqa: E402,F401  (they register with the composites
+# until the importer's handler list names them)

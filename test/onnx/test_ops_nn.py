@@ -53,6 +53,7 @@ CASES = [
     ("thresholdedrelu", node("ThresholdedRelu", ["x"], alpha=0.5), [X], 10),
     ("shrink", node("Shrink", ["x"], lambd=1.0, bias=0.5), [X], 9),
     ("swish", node("Swish", ["x"], alpha=0.5), [X], 24),
+    ("swiglu", node("SwiGLU", ["a", "b"], alpha=1.5), [X, X[::-1].copy()], 28),
     ("dropout_mask", node("Dropout", ["x"], ["y", "mask"]), [X], 13),
     ("einsum_bmm", node("Einsum", ["x", "y"], equation="bij, bjk -> bik"), [X, np.swapaxes(X, 1, 2)], 12),
     ("einsum_transpose_sum", node("Einsum", ["x"], equation="ijk->kj"), [X], 12),
@@ -124,3 +125,29 @@ ATTENTION = [
 @pytest.mark.parametrize("name,nd,inputs,opset,jit", with_modes(ATTENTION, {"past_present_float_mask_causal"}))
 def test_attention_matches_reference(name, nd, inputs, opset, jit):
     check(nd, inputs, opset=opset, rtol=1e-5, atol=1e-5, jit=jit)
+
+
+@pytest.mark.parametrize("op", ["HannWindow", "HammingWindow", "BlackmanWindow"])
+@pytest.mark.parametrize("periodic", [0, 1])
+def test_windows_fold_to_constants(op, periodic):
+    (got,) = check(node(op, ["n"], periodic=periodic, output_datatype=11), [np.array(7, np.int64)], opset=17,
+                   jit=False, rtol=1e-12, atol=1e-12)
+    assert type(got) is np.ndarray and got.dtype == np.float64
+
+
+def _linear_attention_inputs(rule):
+    b, t, hq, hkv, d = 1, 3, 4, 2, 2
+    q = RNG.standard_normal((b, t, hq * d)).astype(np.float32)
+    k = RNG.standard_normal((b, t, hkv * d)).astype(np.float32) * 0.5
+    v = RNG.standard_normal((b, t, hkv * d)).astype(np.float32)
+    past = RNG.standard_normal((b, hkv, d, d)).astype(np.float32)
+    decay = -RNG.uniform(0.1, 1, (b, t, hkv)).astype(np.float32) if "gated" in rule else None
+    beta = RNG.uniform(0, 1, (b, t, 1)).astype(np.float32) if "delta" in rule else None
+    return [q, k, v, past, decay, beta]
+
+
+@pytest.mark.parametrize("name,rule,jit", with_modes([("linear", "linear"), ("gated_delta", "gated_delta")], set()))
+def test_linear_attention(name, rule, jit):
+    nd = node("LinearAttention", ["q", "k", "v", "p", "g" if "gated" in rule else "", "b" if "delta" in rule else ""],
+              ["y", "state"], update_rule=rule, q_num_heads=4, kv_num_heads=2)
+    check(nd, _linear_attention_inputs(rule), opset=27, rtol=1e-5, atol=1e-5, jit=jit)
