@@ -5,7 +5,8 @@ pass over the operand in numpy's order, then a cast copy of the result); inside 
 scalar loops in the same sequential order (`lowering/emit_scan.py`), so the region's answer is the
 reference's bit for bit. So every free scan is proposed as a region, joined by its prologue: the
 free fusable elementwise producers whose every user is already in the region (`cumsum(x * 2 + 1)`
-is one kernel reading x once), up to the size bound. Its consumers stay outside: an elementwise
+is one kernel reading x once: the producers write the result's buffer and the scan runs in place
+over it, lowering/emit_scan.py), up to the size bound. Its consumers stay outside: an elementwise
 consumer is its own region reading the scan's result (the merge pass may join them when that
 prices cheaper).
 

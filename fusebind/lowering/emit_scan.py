@@ -19,6 +19,7 @@ Must not: import `emitter` (it imports this module); use `em`'s methods and `lin
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,9 @@ from fusebind.lowering.linalg_types import Dim, Value, op_attr, ttype
 from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder
 
 KINDS: frozenset[str] = frozenset({"scan"})
+
+#: a kernel input's tensor (lowering/emit.py names them `%t<k>`: bufferization.to_tensor ... restrict)
+_INPUT = re.compile(r"%t\d+")
 
 #: the scalar builder's combine of each kind (the running value is its first operand)
 _COMBINE = {"sum": "add", "prod": "mul", "max": "maximum", "min": "minimum"}
@@ -71,12 +75,17 @@ def emit(em: Any, op: Any, args: list[Value], result_type: Any) -> Value:
     identity = b.constant(_identity(kind, elem), elem)
     em.lines.extend(b.lines)
 
+    # In place over an operand the region computed (its producers' generic): element j is read just
+    # before it is overwritten and never after, so the scan needs no second buffer, and empty-tensor
+    # elimination lets the producers write straight into the caller's out memref. Not over a kernel
+    # input (`%t<k>`, read-only: bufferization would copy it).
+    inplace = not _INPUT.fullmatch(x.name)
     if axis != len(shape) - 1:
-        return _c_order(em, x, axis, combine, identity)
+        return _c_order(em, x, axis, combine, identity, inplace)
     # the other dims, outermost first (any order gives each element the same sequence of combines)
     others = [k for k in range(len(shape)) if k != axis]
     ivs = {k: em.fresh("j") for k in range(len(shape))}
-    carried = em.empty(shape, elem)
+    carried = x.name if inplace else em.empty(shape, elem)
     results = []
     for k in others:
         res, acc = em.fresh("r"), em.fresh("y")
@@ -89,7 +98,7 @@ def emit(em: Any, op: Any, args: list[Value], result_type: Any) -> Value:
                     f"iter_args({run} = {identity}, {out} = {carried}) -> ({elem}, {t}) {{")
     at = ", ".join(ivs[k] for k in range(len(shape)))
     v, put = em.fresh("v"), em.fresh("w")
-    em.lines.append(f"{v} = tensor.extract {x.name}[{at}] : {t}")
+    em.lines.append(f"{v} = tensor.extract {out if inplace else x.name}[{at}] : {t}")
     c = _combine(em, combine, elem, run, v)
     em.lines.append(f"{put} = tensor.insert {c} into {out}[{at}] : {t}")
     em.lines.append(f"scf.yield {c}, {put} : {elem}, {t}")
@@ -102,14 +111,15 @@ def emit(em: Any, op: Any, args: list[Value], result_type: Any) -> Value:
     return Value(inner, shape, elem)
 
 
-def _c_order(em: Any, x: Value, axis: int, combine: str, identity: str) -> Value:
+def _c_order(em: Any, x: Value, axis: int, combine: str, identity: str, inplace: bool) -> Value:
     """A scan along a dim that is not the last: loops in C order (the axis loop walking whole rows,
     not a stride per step), each element combining the result's previous element along the axis
-    (read back from the carried result; the identity at 0) with its own. Same combines, same order."""
+    (read back from the carried result; the identity at 0) with its own. Same combines, same order.
+    `inplace`: the carried result starts as x itself (element i is still x's when it is read)."""
     elem, shape = x.elem, list(x.shape)
     t = ttype(shape, elem)
     ivs = [em.fresh("j") for _ in shape]
-    carried = em.empty(shape, elem)
+    carried = x.name if inplace else em.empty(shape, elem)
     results = []
     for k, d in enumerate(shape):
         res, acc = em.fresh("r"), em.fresh("y")
@@ -128,7 +138,7 @@ def _c_order(em: Any, x: Value, axis: int, combine: str, identity: str) -> Value
     em.lines.append(f"{raw} = tensor.extract {carried}[{at_prev}] : {t}")
     em.lines.append(f"{prev} = arith.select {first}, {identity}, {raw} : {elem}")
     v, put = em.fresh("v"), em.fresh("w")
-    em.lines.append(f"{v} = tensor.extract {x.name}[{at}] : {t}")
+    em.lines.append(f"{v} = tensor.extract {carried if inplace else x.name}[{at}] : {t}")
     c = _combine(em, combine, elem, prev, v)
     em.lines.append(f"{put} = tensor.insert {c} into {carried}[{at}] : {t}")
     inner = put

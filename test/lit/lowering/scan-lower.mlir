@@ -24,11 +24,20 @@
 // CHECK: %[[R:.*]] = arith.select %[[F]], %{{.*}}, %[[P]] : f32
 // CHECK: %[[X:.*]] = tensor.extract %{{.*}} : tensor<4x6xf32>
 // CHECK: arith.addf %[[R]], %[[X]] : f32
+// A scan over a value the region computed runs in place over it (its generic writes the out memref,
+// the scan reads each element just before overwriting it): no second buffer (no alloca in @fb_pr_3).
+// CHECK-LABEL: func.func @fb_pr_3
+// CHECK: linalg.generic
+// CHECK: %[[R:.*]] = scf.for %{{.*}} iter_args(%[[Y:.*]] = %[[G:r[0-9]+]]) -> (tensor<4x6xf32>)
+// CHECK: %[[V:.*]] = tensor.extract %{{t[0-9]+}}[%{{.*}}, %{{.*}}] : tensor<4x6xf32>
 // CHECK-NOT: prim.
 // LLVM: define void @fb_cs_0(
 // LLVM-NOT: @malloc
 // LLVM-NOT: @memrefCopy
-func.func @main(%a: tensor<4x6xf32>, %b: tensor<5xi64>) -> (tensor<4x6xf32>, tensor<5xi64>, tensor<4x6xf32>) {
+// LLVM-LABEL: define void @fb_pr_3(
+// LLVM-NOT: alloca
+// LLVM-LABEL: define void @_mlir_ciface_fb_pr_3(
+func.func @main(%a: tensor<4x6xf32>, %b: tensor<5xi64>) -> (tensor<4x6xf32>, tensor<5xi64>, tensor<4x6xf32>, tensor<4x6xf32>) {
   %r = fused.region @cs (%a) : (tensor<4x6xf32>) -> tensor<4x6xf32> {
   ^bb0(%x: tensor<4x6xf32>):
     %s = prim.scan %x {kind = "sum", axis = 1} : tensor<4x6xf32> -> tensor<4x6xf32>
@@ -45,5 +54,11 @@ func.func @main(%a: tensor<4x6xf32>, %b: tensor<5xi64>) -> (tensor<4x6xf32>, ten
     %s0 = prim.scan %z {kind = "sum", axis = 0} : tensor<4x6xf32> -> tensor<4x6xf32>
     fused.yield %s0 : tensor<4x6xf32>
   }
-  func.return %r, %q, %c : tensor<4x6xf32>, tensor<5xi64>, tensor<4x6xf32>
+  %p = fused.region @pr (%a) : (tensor<4x6xf32>) -> tensor<4x6xf32> {
+  ^bb0(%w: tensor<4x6xf32>):
+    %sq = prim.mul %w, %w : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+    %mx = prim.scan %sq {kind = "max", axis = 1} : tensor<4x6xf32> -> tensor<4x6xf32>
+    fused.yield %mx : tensor<4x6xf32>
+  }
+  func.return %r, %q, %c, %p : tensor<4x6xf32>, tensor<5xi64>, tensor<4x6xf32>, tensor<4x6xf32>
 }
