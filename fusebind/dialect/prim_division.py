@@ -8,19 +8,20 @@ negative integer power). Each states numpy's answer for every accepted dtype:
 - div: f32/f64 IEEE division; on integers numpy floor division with
   x // 0 == 0 (the tracer casts integer `/` to float, so this is MLIR-only).
 - floordiv (np.floor_divide, fb.floor_divide) and rem (np.remainder, which
-  is np.mod, fb.remainder), f32 f64 i32 i64:
+  is np.mod, fb.remainder), every numeric type:
   the quotient rounds toward -inf and the remainder has the divisor's sign.
-  Integers: x // 0 == 0, x % 0 == 0, MIN // -1 == MIN (wraps), MIN % -1 == 0.
+  Integers: x // 0 == 0, x % 0 == 0, MIN // -1 == MIN (wraps), MIN % -1 == 0;
+  unsigned: floor is truncation, x // 0 == x % 0 == 0.
   Floats: numpy's `npy_divmod` step by step (fmod, then the sign fix-up and
   the rounding of the quotient; b == 0 gives a / b and NaN), so inf, NaN
   and -0.0 come out as numpy's (see `scalar.py`, `ScalarBuilder.floordiv`).
   bool is refused: numpy computes bool // bool in int8, which is not a
   fusebind dtype, so the tracer refuses it before IR exists.
-- fmod (np.fmod, fb.fmod), f32 f64 i32 i64: C's remainder, the dividend's
+- fmod (np.fmod, fb.fmod), every numeric type: C's remainder, the dividend's
   sign. Floats: C fmod (x fmod 0 and inf fmod y are NaN). Integers: the
   truncated remainder, x fmod 0 == 0 and MIN fmod -1 == 0 (numpy's).
   np.divmod is floordiv and rem (numpy_ufuncs).
-- pow (np.power), f32 f64 i32 i64. Integers: the exact power modulo
+- pow (np.power), every numeric type. Integers: the exact power modulo
   2^width (numpy's wrap-around); a negative exponent is numpy's ValueError
   ("Integers to negative integer powers are not allowed."), raised here as
   `IntegerPowerError`. A kernel cannot raise it (the kernel ABI has no
@@ -28,6 +29,7 @@ negative integer power). Each states numpy's answer for every accepted dtype:
   is a constant with no negative value (`PowOp.kernel_computable`); with a
   traced exponent `scalar_body` refuses, no static or fused kernel exists
   for it, and the executor runs `reference`, which checks the exponent.
+  An unsigned exponent is never negative: unsigned pow always has a kernel.
   A constant exponent is checked when the graph is optimized
   (`compiler/strength.py`), before anything runs.
 """
@@ -43,7 +45,7 @@ from fusebind.dialect.errors import FusebindError, FusebindValueError
 from fusebind.dialect.prim_elementwise import BinaryOp
 from fusebind.dialect.prim_structured import ConstantOp
 from fusebind.dialect.scalar import ScalarBuilder, floor_divide_reference
-from fusebind.dialect.types import INT_TYPES, NUMERIC_TYPES, num_elements, numpy_dtype, shape_of
+from fusebind.dialect.types import INT_TYPES, NUMERIC_TYPES, UINT_TYPES, num_elements, numpy_dtype, shape_of
 
 #: numpy's own message (numpy/_core/src/umath/loops.c.src), kept verbatim so it greps the same.
 NUMPY_NEGATIVE_POWER = "Integers to negative integer powers are not allowed."
@@ -85,7 +87,7 @@ class DivOp(BinaryOp):
         return b.div(*args)
 
     def _ref(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        if a.dtype.kind == "i":
+        if a.dtype.kind in "iu":
             return floor_divide_reference(a, b)
         return np.divide(a, b)
 
@@ -145,7 +147,7 @@ class FmodOp(BinaryOp):
 
 @irdl_op_definition
 class PowOp(BinaryOp):
-    """np.power on f32 f64 i32 i64; integer powers wrap, a negative integer exponent raises."""
+    """np.power on every numeric type; integer powers wrap, a negative integer exponent raises."""
 
     name = "prim.pow"
     KIND: ClassVar[str] = "pow"
@@ -163,8 +165,9 @@ class PowOp(BinaryOp):
 
     def kernel_computable(self) -> bool:
         """Can a kernel compute this op with numpy's answer? Float pow: always. Integer pow:
-        only with a constant exponent holding no negative value, since a kernel cannot raise."""
-        if not self.is_integer():
+        only with a constant exponent holding no negative value, since a kernel cannot raise.
+        Unsigned pow: always (no exponent is negative)."""
+        if not self.is_integer() or self.result_elem() in UINT_TYPES:
             return True
         e = self.constant_exponent()
         return e is not None and not (e < 0).any()

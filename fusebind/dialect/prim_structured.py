@@ -403,7 +403,9 @@ class ConstantOp(PrimOp):
     def reference(self, *arrays: np.ndarray) -> np.ndarray:
         elem = self.result_elem()
         shape = tuple(int(d) for d in shape_of(self.result.type))  # dense attrs are static
-        values = np.asarray(self.value.get_values(), dtype=np.float64 if elem in FLOAT_TYPES else np.int64)
+        # as int64, except ui64 (values up to 2^64 - 1); the astype below wraps to the element type
+        values = np.asarray(self.value.get_values(),
+                            dtype=np.float64 if elem in FLOAT_TYPES else np.uint64 if elem == "ui64" else np.int64)
         if values.size == 1:
             return np.full(shape, values.reshape(()), dtype=numpy_dtype(elem))
         return values.astype(numpy_dtype(elem)).reshape(shape)

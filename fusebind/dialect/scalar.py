@@ -121,7 +121,12 @@ class NumpyScalarBuilder:
     """
 
     def constant(self, value: float | int | bool, elem: str) -> np.ndarray:
-        return np.asarray(value, dtype=numpy_dtype(elem))
+        dt = numpy_dtype(elem)
+        if dt.kind in "iu" and not isinstance(value, (bool, np.bool_)):  # wraps, as the kernel's literal: -1 is
+            bits = dt.itemsize * 8                                        # ui8 255 (numpy 2 would raise)
+            v = int(value) & ((1 << bits) - 1)
+            return np.asarray(v - (1 << bits) if dt.kind == "i" and v >> (bits - 1) else v, dtype=dt)
+        return np.asarray(value, dtype=dt)
 
     def _same(self, out: Any, like: np.ndarray) -> np.ndarray:
         return np.asarray(out).astype(np.asarray(like).dtype, copy=False)

@@ -65,7 +65,7 @@ class ElementInfo:
 #: lowering is complete; until then its types are refused with the usual "unsupported dtype" error.
 FAMILIES: dict[str, bool] = {
     "narrow_float": False,  # f16 bf16 (storage narrow, arithmetic in f32)
-    "int_widths": False,  # i8 i16 ui8 ui16 ui32 ui64
+    "int_widths": True,  # i8 i16 ui8 ui16 ui32 ui64
 }
 
 

@@ -322,8 +322,8 @@ class _Blocked(AccumulationIR):
             yields.append((root, storage(e_slice.elem)))
         outs.append(acc_init)
         out_types.append(acc_t)
-        block_args.append(f"{acc}: {acc_elem}")
-        yields.append((combined, acc_elem))
+        block_args.append(f"{acc}: {storage(acc_elem)}")
+        yields.append((combined, storage(acc_elem)))
         names = [em.fresh("r") for _ in outs]
         iters = ", ".join(f'"{i}"' for i in self.r.iters)
         em.lines.append(f"{', '.join(names)} = linalg.generic {{indexing_maps = [{', '.join(maps)}], "

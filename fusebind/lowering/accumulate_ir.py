@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from fusebind.lowering.linalg_types import Dim, Value, ttype
+from fusebind.lowering.linalg_types import Dim, Value, storage, ttype
 from fusebind.lowering.scalar_text import TextScalarBuilder
 
 State = dict[str, str]  # "w" total, "c" compensation (f64 partials), "e" stored value
@@ -49,7 +49,7 @@ class AccumulationIR:
         empty = em.empty(self.r.out_shape, elem)
         filled = em.fresh("f")
         t = ttype(self.r.out_shape, elem)
-        em.lines.append(f"{filled} = linalg.fill ins({init} : {elem}) outs({empty} : {t}) -> {t}")
+        em.lines.append(f"{filled} = linalg.fill ins({init} : {storage(elem)}) outs({empty} : {t}) -> {t}")
         return filled
 
     def _slice(self, v: Value, spec: dict[int, tuple[Dim, Dim]]) -> Value:

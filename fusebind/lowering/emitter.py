@@ -107,6 +107,11 @@ class Emitter:
     # -- categories -----------------------------------------------------
     def elementwise(self, op: Any, args: list[Value], out_elem: str) -> Value:
         shape, maps, params, b, result = self._elementwise_body(op, args, out_elem)
+        same = [Value(a.name, a.shape, out_elem) for a, p in zip(args, params)
+                if p == b.same_bits(result) and list(a.shape) == list(shape)]
+        if same:  # an identity (np.abs of unsigned, int64 -> uint64): canonicalization would make its
+            # generic a memref.copy, which kernels do not link
+            return same[0] if read_by_maps(op) else self._gather_copy(same[0])
         rank = len(shape)
         dims = ", ".join(f"d{j}" for j in range(rank))
         maps.append(f"affine_map<({dims}) -> ({dims})>")
@@ -256,7 +261,7 @@ class Emitter:
         empty = self.empty(r.out_shape, r.acc_elem)
         filled = self.fresh("f")
         t_out = ttype(r.out_shape, r.acc_elem)
-        self.lines.append(f"{filled} = linalg.fill ins({init} : {r.acc_elem}) outs({empty} : {t_out}) -> {t_out}")
+        self.lines.append(f"{filled} = linalg.fill ins({init} : {storage(r.acc_elem)}) outs({empty} : {t_out}) -> {t_out}")
         return _Reduction(r.base, r.combine, r.acc_elem, r.axes, r.out_shape, r.in_map, r.out_map, r.iters, filled)
 
     def _reduction_plan(self, op: Any, x: Value, out_elem: str, axis_shift: int) -> "_Reduction":
@@ -474,7 +479,7 @@ class Emitter:
         empty = self.empty(shape, out_elem)
         t_out = ttype(shape, out_elem)
         filled = self.fresh("f")
-        self.lines.append(f"{filled} = linalg.fill ins({zero} : {out_elem}) outs({empty} : {t_out}) -> {t_out}")
+        self.lines.append(f"{filled} = linalg.fill ins({zero} : {storage(out_elem)}) outs({empty} : {t_out}) -> {t_out}")
         out = self.fresh("r")
         self.lines.append(f"{out} = linalg.matmul ins({a.name}, {b.name} : {ttype(a.shape, a.elem)}, "
                           f"{ttype(b.shape, b.elem)}) outs({filled} : {t_out}) -> {t_out}")

@@ -5,7 +5,7 @@ Owns: `TensorSpec` and `EmittedKernel` (what a caller of `emit_linalg` gets back
 `broadcast_dims` (numpy broadcasting of such dims, by `dialect.types.broadcast_shapes`); the
 element type names with the `MAX_TENSOR_BYTES` cap (`ELEMENT_BYTES` is the element table's);
 the `tensor<...>` / `memref<...>` type strings (`ttype`, `mtype`, `storage`: i1 is stored as a
-byte); and the duck-typed readers of prim op attributes (`ints`, `flag`, `op_attr`, `op_kind`),
+byte, `ui8` as its signless `i8`); and the duck-typed readers of prim op attributes (`ints`, `flag`, `op_attr`, `op_kind`),
 which accept every form the dialect stores.
 
 Must not: emit ops or keep emission state (that is `emitter.py`), drive a kernel (`emit.py`),
@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from fusebind.dialect.types import ELEMENT_BYTES, broadcast_shapes
-from fusebind.lowering.scalar_text import ScalarEmitError
+from fusebind.dialect.types import ELEMENT_BYTES, ELEMENT_TYPES, ELEMENTS, broadcast_shapes
+from fusebind.lowering.scalar_text import ScalarEmitError, mt
 
 Dim = int | str  # a static size, or the SSA name of an `index` value
 
@@ -57,15 +57,16 @@ class EmittedKernel:
 
 
 def element_name(t: Any) -> str:
-    """Element type name ('f32', 'i64', ...) of an xDSL scalar or tensor type."""
+    """Element type name ('f32', 'i64', 'ui8', ...) of an xDSL scalar or tensor type."""
     elem = t.get_element_type() if hasattr(t, "get_element_type") else t
     width = getattr(elem, "width", None)
     if width is not None and hasattr(width, "data"):
-        return f"i{width.data}"
+        unsigned = getattr(getattr(getattr(elem, "signedness", None), "data", None), "name", "") == "UNSIGNED"
+        return f"{'ui' if unsigned else 'i'}{width.data}"
     text = str(elem)
-    if text in ("f16", "f32", "f64") or text.startswith("i"):
+    if text in ELEMENTS or text.startswith("i"):
         return text
-    raise ScalarEmitError(f"element type {text} is not supported; expected f32, f64, i32, i64 or i1")
+    raise ScalarEmitError(f"element type {text} is not supported; expected one of {', '.join(ELEMENT_TYPES)}")
 
 
 def broadcast_dims(shapes: Sequence[Sequence[Dim]], what: str) -> list[Dim]:
@@ -86,12 +87,13 @@ def shape_of(t: Any) -> tuple[int | None, ...]:
 
 
 def storage(elem: str) -> str:
-    """How an element is stored in tensors and memrefs: i1 as a byte (numpy bool's layout).
+    """How an element is stored in tensors and memrefs: its signless MLIR type (`ui8` as `i8`:
+    the unsigned ops carry the sign), i1 as a byte (numpy bool's layout).
 
     Besides matching numpy, this keeps i1 out of memrefs: MLIR 22's memref-to-llvm
     asserts (aborting the process) on sub-byte stores.
     """
-    return "i8" if elem == "i1" else elem
+    return "i8" if elem == "i1" else mt(elem)
 
 
 def ttype(shape: Sequence[Dim], elem: str) -> str:

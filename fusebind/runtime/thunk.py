@@ -46,14 +46,10 @@ from fusebind.dialect.errors import FusebindError, FusebindValueError
 from fusebind.runtime.dtypes import DType, KernelSignature
 from fusebind.runtime.session import default_session
 
-#: numpy type numbers (stable since numpy 1.0), per DType on LP64 Linux.
-_TYPE_NUM: dict[DType, int] = {
-    DType.I1: 0,  # NPY_BOOL
-    DType.I32: 5,  # NPY_INT
-    DType.I64: 7,  # NPY_LONG (int64 on LP64)
-    DType.F32: 11,  # NPY_FLOAT
-    DType.F64: 12,  # NPY_DOUBLE
-}
+#: numpy's type number of each DType's dtype (descr->type_num), from the element table: NPY_BOOL 0,
+#: NPY_BYTE 1 ... NPY_LONG 7 (int64 on LP64), NPY_ULONG 8 (uint64), NPY_FLOAT 11, NPY_DOUBLE 12; a
+#: user dtype (ml_dtypes' bfloat16) has the number numpy registered it under in this process.
+_TYPE_NUM: dict[DType, int] = {d: np.dtype(d.numpy).num for d in DType}
 _C_CONTIGUOUS, _ALIGNED, _WRITEABLE = 0x1, 0x100, 0x400
 #: an expected dim that any size matches (chunks of a split call; dynamic kernels).
 ANY_DIM = -1

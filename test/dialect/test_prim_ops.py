@@ -13,7 +13,11 @@ from xdsl.utils.exceptions import VerifyException
 
 from fusebind.dialect import prim
 from fusebind.dialect.scalar import NumpyScalarBuilder
-from fusebind.dialect.types import ELEMENT_TYPES, elem_of, numpy_dtype, shape_of, tensor_type
+from fusebind.dialect.types import (ELEMENT_TYPES, INT_TYPES, NUMERIC_TYPES, SIGNED_INT_TYPES, UINT_TYPES, elem_of,
+                                    numpy_dtype, shape_of, tensor_type)
+
+#: every numeric element type, in ELEMENT_TYPES order (the integer widths of int_widths included)
+NUMERIC = tuple(e for e in ELEMENT_TYPES if e in NUMERIC_TYPES)
 
 RNG = np.random.default_rng(1234)
 
@@ -25,8 +29,8 @@ def args(*types: tuple[tuple[int | None, ...], str]) -> list:
 def sample(shape: tuple[int, ...], elem: str, positive: bool = False) -> np.ndarray:
     if elem == "i1":
         return RNG.integers(0, 2, shape).astype(bool)
-    if elem in ("i32", "i64"):
-        lo = 1 if positive else -9
+    if elem in INT_TYPES:
+        lo = 1 if positive else 0 if elem in UINT_TYPES else -9
         return RNG.integers(lo, 10, shape).astype(numpy_dtype(elem))
     x = RNG.standard_normal(shape)
     if positive:
@@ -56,9 +60,9 @@ def _erf(x: np.ndarray) -> np.ndarray:
 
 
 UNARY: dict[type, tuple[Callable[[np.ndarray], np.ndarray], tuple[str, ...], bool]] = {
-    prim.NegOp: (np.negative, ("f32", "f64", "i32", "i64"), False),
-    prim.AbsOp: (np.abs, ("f32", "f64", "i32", "i64"), False),
-    prim.ReluOp: (lambda x: np.where(x < 0, np.zeros((), x.dtype), x), ("f32", "f64", "i32", "i64"), False),
+    prim.NegOp: (np.negative, NUMERIC, False),
+    prim.AbsOp: (np.abs, NUMERIC, False),
+    prim.ReluOp: (lambda x: np.where(x < 0, np.zeros((), x.dtype), x), NUMERIC, False),
     prim.ExpOp: (np.exp, ("f32", "f64"), False),
     prim.LogOp: (np.log, ("f32", "f64"), True),
     prim.SqrtOp: (np.sqrt, ("f32", "f64"), True),
@@ -95,15 +99,15 @@ def test_relu_keeps_negative_zero_and_nan() -> None:
 
 
 BINARY: dict[type, tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], tuple[str, ...]]] = {
-    prim.AddOp: (np.add, ("f32", "f64", "i32", "i64")),
-    prim.SubOp: (np.subtract, ("f32", "f64", "i32", "i64")),
-    prim.MulOp: (np.multiply, ("f32", "f64", "i32", "i64")),
-    prim.DivOp: (lambda a, b: a / b if a.dtype.kind == "f" else a // b, ("f32", "f64", "i32", "i64")),
-    prim.MaxOp: (np.maximum, ("f32", "f64", "i32", "i64")),
-    prim.MinOp: (np.minimum, ("f32", "f64", "i32", "i64")),
-    prim.FloorDivOp: (np.floor_divide, ("f32", "f64", "i32", "i64")),
-    prim.RemOp: (np.remainder, ("f32", "f64", "i32", "i64")),
-    prim.PowOp: (np.power, ("f32", "f64", "i32", "i64")),
+    prim.AddOp: (np.add, NUMERIC),
+    prim.SubOp: (np.subtract, NUMERIC),
+    prim.MulOp: (np.multiply, NUMERIC),
+    prim.DivOp: (lambda a, b: a / b if a.dtype.kind == "f" else a // b, NUMERIC),
+    prim.MaxOp: (np.maximum, NUMERIC),
+    prim.MinOp: (np.minimum, NUMERIC),
+    prim.FloorDivOp: (np.floor_divide, NUMERIC),
+    prim.RemOp: (np.remainder, NUMERIC),
+    prim.PowOp: (np.power, NUMERIC),
 }
 
 
@@ -125,7 +129,7 @@ def test_binary_broadcasting_reference_and_body(cls: type, shapes: tuple) -> Non
         b = sample(sb, elem, positive=cls in (prim.DivOp, prim.PowOp))
         with np.errstate(all="ignore"):
             assert_same(op.reference(a, b), np.asarray(fn(a, b)).astype(numpy_dtype(elem)))
-        if cls is prim.PowOp and elem in ("i32", "i64"):
+        if cls is prim.PowOp and elem in SIGNED_INT_TYPES:
             # a traced integer exponent has no kernel form (test_division_ops.py covers the constant one)
             with pytest.raises(prim.KernelFormError, match="prim.pow on i"):
                 check_scalar_body(op, a, b)
@@ -196,9 +200,9 @@ def test_cast(src: str, dst: str) -> None:
 
 
 REDUCTIONS = {
-    prim.ReduceSumOp: (lambda x, ax, kd: np.sum(x, axis=ax, keepdims=kd, dtype=x.dtype), ("f32", "f64", "i32", "i64")),
-    prim.ReduceMaxOp: (lambda x, ax, kd: np.max(x, axis=ax, keepdims=kd), ("f32", "f64", "i32", "i64", "i1")),
-    prim.ReduceMinOp: (lambda x, ax, kd: np.min(x, axis=ax, keepdims=kd), ("f32", "f64", "i32", "i64", "i1")),
+    prim.ReduceSumOp: (lambda x, ax, kd: np.sum(x, axis=ax, keepdims=kd, dtype=x.dtype), NUMERIC),
+    prim.ReduceMaxOp: (lambda x, ax, kd: np.max(x, axis=ax, keepdims=kd), (*NUMERIC, "i1")),
+    prim.ReduceMinOp: (lambda x, ax, kd: np.min(x, axis=ax, keepdims=kd), (*NUMERIC, "i1")),
     prim.ReduceMeanOp: (lambda x, ax, kd: np.mean(x, axis=ax, keepdims=kd, dtype=x.dtype), ("f32", "f64")),
 }
 

@@ -73,8 +73,8 @@ func.func @f(%a: tensor<6x4xf32>) {
 
 // -----
 
-func.func @f(%a: tensor<6x4xi16>) {
-  // expected-error @+1 {{prim.concat: operand element type i16 is not supported; expected one of f32, f64, i32, i64, i1}}
-  %0 = prim.concat %a {axis = 1} : tensor<6x4xi16> -> tensor<6x4xi16>
+func.func @f(%a: tensor<6x4xsi16>) {
+  // expected-error @+1 {{prim.concat: operand element type si16 is not supported; expected one of f32, f64, i32, i64, i1}}
+  %0 = prim.concat %a {axis = 1} : tensor<6x4xsi16> -> tensor<6x4xsi16>
   func.return
 }

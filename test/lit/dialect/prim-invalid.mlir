@@ -32,9 +32,9 @@ func.func @f(%a: tensor<4xi1>) {
 
 // -----
 
-func.func @f(%a: tensor<4xi8>) {
-  // expected-error @+1 {{prim.neg: operand element type i8 is not supported; expected one of f32, f64, i32, i64, i1}}
-  %0 = prim.neg %a : tensor<4xi8> -> tensor<4xi8>
+func.func @f(%a: tensor<4xsi8>) {
+  // expected-error @+1 {{prim.neg: operand element type si8 is not supported; expected one of f32, f64, i32, i64, i1}}
+  %0 = prim.neg %a : tensor<4xsi8> -> tensor<4xsi8>
   func.return
 }
 
@@ -337,7 +337,7 @@ func.func @f() {
 // -----
 
 func.func @f() {
-  // expected-error @+1 {{prim.constant: result element type i8 is not supported; expected one of f32, f64, i32, i64, i1}}
-  %0 = prim.constant dense<[1, 2]> : tensor<2xi8>
+  // expected-error @+1 {{prim.constant: result element type si8 is not supported; expected one of f32, f64, i32, i64, i1}}
+  %0 = prim.constant dense<[1, 2]> : tensor<2xsi8>
   func.return
 }
