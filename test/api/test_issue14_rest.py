@@ -175,8 +175,9 @@ ROUND_F32 = np.concatenate([RNG.standard_normal(500).astype(np.float32) * 100,
                             (np.arange(-10, 10) + 0.5).astype(np.float32),
                             np.float32([0.0, -0.0, np.inf, -np.inf, np.nan, 2**23, 2**23 + 1, -2**23 - 1, 8388607.5,
                                         0.49999997, -0.49999997, 3e38, -0.7])])
-ROUND_I64 = RNG.integers(-10**6, 10**6, 50)
-ROUND_I32 = np.concatenate([RNG.integers(-10**6, 10**6, 50), [15, 25, -15, -25, 125]]).astype(np.int32)
+# the extremes: numpy rounds integers in float64 and casts back, so they come back as INT_MIN (x86-64)
+ROUND_I64 = np.concatenate([RNG.integers(-10**6, 10**6, 50), [2**63 - 1, -2**63, 2**62 + 1, 2**53 + 3]])
+ROUND_I32 = np.concatenate([RNG.integers(-10**6, 10**6, 50), [15, 25, -15, -25, 125, 2**31 - 1, -2**31]]).astype(np.int32)
 
 
 def _rounding(f, f32, i, i32):
