@@ -98,6 +98,13 @@ CASES = [
      [X4, np.array([0, 0, -0.2, 0.1, 1, 1, 0.9, 1.3], np.float32), None, a(2, 8, 3, 4)], [1, 3], 18),
     ("resize_uint8_antialias", node("Resize", ["x", "", "", "z"], mode="linear", antialias=1),
      [np.arange(64, dtype=np.uint8).reshape(1, 1, 8, 8) * 3, None, None, a(1, 1, 3, 5)], [3], 18),
+    ("topk_largest_ties", node("TopK", ["x", "k"], ["v", "i"], axis=1),
+     [np.array([[3, 1, 3, 2], [0, 5, 5, 5], [7, 7, 7, 7]], np.float32), a(3)], [1], 18),
+    ("topk_smallest_axis0", node("TopK", ["x", "k"], ["v", "i"], axis=0, largest=0), [X, a(2)], [1], 18),
+    ("reverse_sequence", node("ReverseSequence", ["x", "l"], time_axis=1, batch_axis=0), [X.reshape(4, 6), a(1, 6, 0, 3)],
+     [], 18),
+    ("tensor_scatter_circular", node("TensorScatter", ["c", "u", "w"], mode="circular"),
+     [np.zeros((2, 3, 4, 2), np.float32), np.ones((2, 3, 3, 2), np.float32), a(2, 0)], [], 24),
     ("onehot", node("OneHot", ["i", "d", "v"], axis=1), [a(0, -1, 2), np.array(4, I64), np.array([0, 5], np.float32)], [1, 2], 18),
     ("onehot_last", node("OneHot", ["i", "d", "v"]), [np.array([[1, 3], [0, -4]], np.int32), np.array(4, I64), np.array([2, 7], I64)], [1, 2], 18),
 ]
@@ -106,7 +113,7 @@ CASES = [
 #: the cases also run traced by default: one per tracer path the handlers take
 TRACED = {"slice_clamp_neg_steps", "gather_constant_table", "gather_nd_batch", "scatter_elements_add",
           "pad_traced_value", "cumsum_excl_rev", "onehot",
-          "resize_linear_half_pixel"}
+          "resize_linear_half_pixel", "topk_largest_ties", "reverse_sequence", "tensor_scatter_circular"}
 
 
 @pytest.mark.parametrize("name,nd,inputs,const,opset,jit", with_modes(CASES, TRACED))
