@@ -44,6 +44,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 from fusebind.runtime.budget import BudgetState, check_budget, enforce
+from fusebind.runtime.strict import internal_bug
 from fusebind.runtime.table import BindingError, BindingTable, BindingTableBuilder
 
 if TYPE_CHECKING:  # the registry pulls in xDSL: import it only when a recipe is needed
@@ -122,8 +123,12 @@ class Session:
     def _notify_evicted(self) -> None:
         for ref in list(self._evict_listeners):
             callback = ref()
-            if callback is not None:
+            if callback is None:
+                continue
+            try:
                 callback()
+            except Exception as err:  # the swap is done: a listener's bug must not fail the adoption
+                internal_bug("calling an on_evict listener", err, "the kernels stay evicted; that holder keeps its plans")
 
     def extend_locked(self, fn: Callable[[BindingTableBuilder], T]) -> T:
         """The body of `extend_bindings`, for a caller that holds `writer_lock`."""

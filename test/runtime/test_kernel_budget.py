@@ -215,6 +215,21 @@ def test_on_evict_listeners_are_called_after_the_lock_and_held_weakly(decomps) -
     assert seen == [2]
 
 
+def test_a_failing_listener_is_an_internal_error_after_the_swap(decomps) -> None:
+    from fusebind.dialect.errors import FusebindInternalError
+
+    s = Session("bad-listener", kernel_budget=1)
+
+    def broken() -> None:
+        raise RuntimeError("listener bug")
+
+    s.on_evict(broken)
+    _adopt(s, decomps, SIZES[0])
+    with pytest.raises(FusebindInternalError, match="calling an on_evict listener: RuntimeError: listener bug"):
+        _adopt(s, decomps, SIZES[1])  # FUSEBIND_STRICT=1 in the suite: raised, not warned
+    assert _bound_ids(s) == {s.recipes.id_of(_region(SIZES[1]))}  # the swap itself happened
+
+
 def test_the_budget_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(budget_mod, "_process_budget", None)
     monkeypatch.delenv("FUSEBIND_KERNEL_BUDGET", raising=False)
