@@ -248,6 +248,29 @@ def swiglu(ctx: NodeContext, a: Any, b: Any) -> Any:
     return a * (1.0 / (1.0 + np.exp(-(ctx.attr("alpha", 1.0) * a)))) * b
 
 
+@onnx_op("CausalConvWithState", since=27)
+def causal_conv_with_state(ctx: NodeContext, x: Any, w: Any, bias: Any = None, past: Any = None) -> Any:
+    """A depthwise causal 1-D convolution (weight (C, 1, k)) over [past state, x], then the
+    optional SiLU; the present state is the last k - 1 steps of that concatenation. Each tap
+    is a slice times its per-channel weight (k is small: a shift-and-add, no im2col)."""
+    activation = ctx.attr("activation", "none")
+    if activation not in ("none", "silu", "swish") or x.ndim != 3 or w.ndim != 3 or w.shape[1] != 1:
+        raise ctx.unsupported(f"activation {activation!r} with input rank {x.ndim}, weight shape {tuple(w.shape)}")
+    b, c, length = x.shape
+    k = w.shape[2]
+    pad = np.zeros((b, c, k - 1), x.dtype) if past is None else past
+    padded = np.concatenate([pad, x], axis=2) if k > 1 else x
+    out = None
+    for j in range(k):
+        term = padded[:, :, j:j + length] * np.reshape(w[:, 0, j], (1, c, 1))
+        out = term if out is None else out + term
+    if bias is not None:
+        out = out + np.reshape(bias, (1, c, 1))
+    if activation != "none":
+        out = out * (1.0 / (1.0 + np.exp(-out)))
+    return out, padded[:, :, padded.shape[2] - (k - 1):]
+
+
 # --------------------------------------------------------------------------- windows (constants of a size)
 
 

@@ -54,6 +54,8 @@ CASES = [
     ("shrink", node("Shrink", ["x"], lambd=1.0, bias=0.5), [X], 9),
     ("swish", node("Swish", ["x"], alpha=0.5), [X], 24),
     ("swiglu", node("SwiGLU", ["a", "b"], alpha=1.5), [X, X[::-1].copy()], 28),
+    ("causal_conv_silu_past", node("CausalConvWithState", ["x", "w", "b", "p"], ["y", "state"], activation="silu"),
+     [X4.reshape(2, 3, 4), RNG.standard_normal((3, 1, 3)).astype(np.float32), C3, X4[:, :, 0, :]], 27),
     ("dropout_mask", node("Dropout", ["x"], ["y", "mask"]), [X], 13),
     ("einsum_bmm", node("Einsum", ["x", "y"], equation="bij, bjk -> bik"), [X, np.swapaxes(X, 1, 2)], 12),
     ("einsum_transpose_sum", node("Einsum", ["x"], equation="ijk->kj"), [X], 12),
@@ -67,7 +69,7 @@ ORT_CHECKED = {"softmax_v11_coerced", "softmax_v11_default", "logsoftmax_v11_axi
 
 #: the cases also run traced by default (the rest under FUSEBIND_LONG=1)
 #: (softmax, layernorm and GELU also run traced and fused in test_transformer_block.py)
-TRACED = {"gelu", "einsum_bmm", "selu", "hardmax"}
+TRACED = {"gelu", "einsum_bmm", "selu", "hardmax", "causal_conv_silu_past"}
 
 
 @pytest.mark.parametrize("name,nd,inputs,opset,jit", with_modes(CASES, TRACED))
