@@ -218,7 +218,8 @@ def test_issue_11_integer_pow_and_bool_max_no_longer_crash_once_fused() -> None:
         got, want = fb.jit(fn)(*args), fn(*args)
         np.testing.assert_array_equal(got, want)
         assert got.dtype == want.dtype and got.shape == want.shape
-    # `bool_array ** 2` is np.square in numpy (ndarray.__pow__'s fast path): int8, a dtype fusebind
-    # does not have yet, so it is refused by name rather than computed in another dtype.
-    with pytest.raises(fb.UnsupportedOperation, match="int8"):
-        fb.jit(lambda x: ((x > 0) ** 2) + 1)(x32)
+    # `bool_array ** 2` is np.square in numpy (ndarray.__pow__'s fast path): int8, computed in int8
+    # (issue 14's integer widths; it was refused by name before they were on)
+    got, want = fb.jit(lambda x: ((x > 0) ** 2) + 1)(x32), ((x32 > 0) ** 2) + 1
+    assert got.dtype == want.dtype == np.int8
+    np.testing.assert_array_equal(got, want)
