@@ -37,6 +37,8 @@ from fusebind.dialect.types import ELEMENT_TYPES, numpy_dtype
 
 #: the numpy dtypes a fusebind array may have -> the element type name of each
 SUPPORTED: dict[np.dtype, str] = {numpy_dtype(name): name for name in ELEMENT_TYPES}
+#: their numpy names for messages: "float32, float64, ..., int8, ... or uint64"
+SUPPORTED_NAMES = ", ".join(str(d) for d in list(SUPPORTED)[:-1]) + f" or {list(SUPPORTED)[-1]}"
 
 #: the 0-d dtype a Python scalar argument is passed as (its "canonical" weak dtype)
 CANONICAL = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float64)}
@@ -312,7 +314,7 @@ def call_key(args: Sequence[Any], names: Callable[[], list[str]], fn_name: str) 
                 f"outside (functools.partial(f, {param}=...) or a closure)")
         if arr.dtype not in SUPPORTED:
             raise ArgumentError(f"fusebind: argument '{names()[i]}' (#{i}) of '{fn_name}': dtype {arr.dtype} is "
-                                "not supported; use float32, float64, int32, int64 or bool (native byte order)")
+                                f"not supported; use {SUPPORTED_NAMES} (native byte order)")
         key.append((arr.shape, arr.dtype))
         arrays.append(arr)
     return tuple(key), arrays
