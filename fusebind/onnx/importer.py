@@ -145,7 +145,8 @@ PARAM_INPUTS: dict[str, tuple[int, ...]] = {
     "Range": (0, 1, 2), "ConstantOfShape": (0,), "OneHot": (1,), "Resize": (1, 2, 3), "Upsample": (1,),
     "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,),
     "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSum": (1,), "ReduceLogSumExp": (1,),
-    "ReduceSumSquare": (1,), "CenterCropPad": (1,), "Col2Im": (1, 2), "RandomNormalLike": (),
+    "ReduceSumSquare": (1,), "CenterCropPad": (1,), "Col2Im": (1, 2), "DFT": (1, 2),
+    "HannWindow": (0,), "HammingWindow": (0,), "BlackmanWindow": (0,), "MelWeightMatrix": (0, 1, 2, 3, 4),
 }
 
 
@@ -296,6 +297,7 @@ def _load_handlers() -> None:
     import fusebind.onnx.ops_quant  # noqa: F401
     import fusebind.onnx.ops_resize  # noqa: F401
     import fusebind.onnx.ops_shape  # noqa: F401
+    import fusebind.onnx.ops_signal  # noqa: F401
     try:
         import fusebind.onnx.ops_nn  # noqa: F401
     except ModuleNotFoundError as e:  # the composites' module may not be there yet

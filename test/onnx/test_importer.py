@@ -220,3 +220,13 @@ def test_resize_matches_the_reference(attrs):
               [("y", F32, None)], inits=[numpy_helper.from_array(roi, "roi"),
                                          numpy_helper.from_array(np.array([1, 1, 0.7, 1.6], np.float32), "scales")])
     check(m, x, rtol=1e-5)
+
+
+def test_dft_and_a_window_against_the_reference():
+    sig = np.random.default_rng(3).standard_normal((2, 6, 1)).astype(np.float32)
+    m = model([helper.make_node("DFT", ["x", "", "axis"], ["y"], onesided=1),
+               helper.make_node("HannWindow", ["n"], ["w"], periodic=0)],
+              [("x", F32, [2, 6, 1]), ("n", I64, [])], [("y", F32, None), ("w", F32, None)],
+              inits=[numpy_helper.from_array(np.array(1, np.int64), "axis")])
+    y, w = check(m, sig, np.array(5, np.int64), rtol=1e-5)
+    assert y.shape == (2, 4, 2) and w.shape == (5,)
