@@ -1,15 +1,15 @@
 """Bitwise `prim` ops: `&`, `|`, `^`, `~`, `<<`, `>>` with numpy's semantics.
 
-- bitwise_and / bitwise_or / bitwise_xor (np.bitwise_and ...), i32 i64 i1:
+- bitwise_and / bitwise_or / bitwise_xor (np.bitwise_and ...), every integer and i1:
   the bits of two's complement integers; on bools the logical answer.
-- invert (np.invert, `~`), i32 i64 i1: ~x (-x - 1) on integers, not on bools.
-- left_shift / right_shift (np.left_shift `<<`, np.right_shift `>>`), i32 i64:
+- invert (np.invert, `~`), every integer and i1: ~x (-x - 1) on integers, not on bools.
+- left_shift / right_shift (np.left_shift `<<`, np.right_shift `>>`), every integer:
   numpy's npy_lshift / npy_rshift, whose answer is defined for every count:
-  a count below the width shifts (`<<` wraps, `>>` is arithmetic); a count of
-  the width or more, or a negative one (numpy compares it as unsigned), gives
-  0, or -1 for `>>` of a negative value. LLVM's shl/ashr are poison there, so
-  the lowering guards it (lowering/scalar_text.py). numpy shifts bools in
-  int8, which fusebind has no dtype for, so the tracer refuses bool shifts.
+  a count below the width shifts (`<<` wraps, `>>` is arithmetic, logical on
+  unsigned); a count of the width or more, or a negative one (numpy compares
+  it as unsigned), gives 0, or -1 for `>>` of a negative value. LLVM's
+  shl/ashr/lshr are poison there, so the lowering guards it
+  (lowering/scalar_text.py). numpy shifts bools in int8 (the tracer casts).
 
 The logical functions (np.logical_and ...) are compare/select compositions of
 the truth values (api/numpy_ufuncs.py), not ops here.

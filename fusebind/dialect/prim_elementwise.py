@@ -6,8 +6,9 @@ numpy-defined edge cases that LLVM leaves undefined, live in `prim_division`.
 
 Accepted element types (checked by the verifiers):
 - float only (f32, f64): exp, log, sqrt, rsqrt, tanh, sigmoid, erf.
-- numeric (f32, f64, i32, i64): neg, abs, relu, add, sub, mul, max, min.
-- any of the five, i1 included: compare (both operands alike; result i1),
+- numeric (the floats and every integer width, i8..i64 and ui8..ui64): neg, abs, relu, add,
+  sub, mul, max, min (unsigned: abs is the identity, neg wraps, max/min compare unsigned).
+- any element type, i1 included: compare (both operands alike; result i1),
   select (condition i1, both values alike), cast (any to any).
 Binary ops (and select) broadcast like numpy: the result shape is the
 broadcast of the operand shapes (see `types.broadcast_shapes`).

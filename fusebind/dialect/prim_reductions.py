@@ -1,8 +1,8 @@
 """Reductions beyond sum/max/min/mean: `prim.reduce_prod`, `prim.reduce_argmax`, `prim.reduce_argmin`.
 
-- reduce_prod: f32, f64, i32, i64; numpy's np.prod in the element type (integers wrap as
+- reduce_prod: every numeric type; numpy's np.prod in the element type (integers wrap as
   numpy's do; a float product may be reassociated, so it matches np.prod within rounding).
-- reduce_argmax / reduce_argmin: f32, f64, i32, i64 over exactly one axis (`axes = [k]`),
+- reduce_argmax / reduce_argmin: every numeric type over exactly one axis (`axes = [k]`),
   result i64 (numpy's intp): the first index of the extreme value, and on floats the first
   NaN when the slice holds one (numpy's rule). An empty axis has no answer: the API layer
   raises numpy's ValueError before building the op; the reference raises it too.

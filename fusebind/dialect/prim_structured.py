@@ -1,13 +1,13 @@
 """Non-elementwise `prim` ops: reductions, shape ops, matmul and constants.
 
 Accepted element types:
-- reduce_sum: f32, f64, i32, i64 (accumulates in the element type).
-  reduce_max, reduce_min: f32, f64, i32, i64 and i1 (np.max / np.min: NaN
+- reduce_sum: every numeric type (accumulates in the element type).
+  reduce_max, reduce_min: every numeric type and i1 (np.max / np.min: NaN
   propagates; on bool they are `any` / `all`, and the result stays bool).
   reduce_mean: f32, f64. (reduce_prod, reduce_argmax, reduce_argmin: prim_reductions.py,
   on the ReductionOp base here.)
-- broadcast_to, reshape, transpose, constant: any of the five.
-- matmul: f32, f64, i32, i64; both operands of rank >= 2, numpy matmul
+- broadcast_to, reshape, transpose, constant: any element type.
+- matmul: every numeric type; both operands of rank >= 2, numpy matmul
   semantics (batch dims broadcast).
 
 FLOPS_PER_ELEMENT of a reduction counts per *input* element; matmul counts
