@@ -453,9 +453,10 @@ class TextScalarBuilder:
         - i8, i16, ui8, ui16: the i32 conversion (INT_MIN included) truncated to the width, as C's
           `(npy_ubyte)f` compiles: 300.0 -> uint8 44, -1.0 -> 255, NaN and 1e10 -> 0;
         - ui32, ui64: x >= 2^(w-1) ? conv(x - 2^(w-1)) ^ 2^(w-1) : conv(x), conv the signed w-bit
-          conversion: -1.0 -> 2^w - 1, inf -> 0, NaN and -inf -> 2^(w-1). (numpy's vector loop;
-          its scalar tail, the last n % 4 elements of a float -> uint32 cast, goes through int64
-          instead and differs out of range: docs/DTYPES.md.)"""
+          conversion: -1.0 -> 2^w - 1, inf -> 0, NaN and -inf -> 2^(w-1). This is numpy's vector
+          loop; its scalar tail (the last n % 4 elements of a float -> uint32 cast, and arrays of
+          fewer than 4) goes through int64 instead, so out of range numpy's own answer depends on
+          the position; in range every position agrees."""
         width = INT_WIDTH[to]
         if width < 32:
             wide = self._fptosi_x86(x, src, "i32")
