@@ -124,6 +124,23 @@ def test_every_integer_op_on_every_width_is_numpys_answer_on_every_arm(dt: Any, 
     check_arms(fn, names, [a, b, x, s, f], dt in ARM0_WIDTHS, object_cache)
 
 
+@pytest.mark.parametrize("dt", (np.uint8, np.int16, np.uint64), ids=lambda d: np.dtype(d).name)
+def test_scans_are_numpys_answer_on_every_arm(dt: Any, object_cache: Any) -> None:
+    """cumsum / cumprod in numpy's dtype (the platform int: uint8 -> uint64, int16 -> int64), wrapping.
+    (A lone scan runs its reference inside fb.jit until a rule makes scans regions: values only.)"""
+    a, b = edge_pairs(dt)
+    fn = lambda a, b: (np.cumsum(a), np.cumprod(b & 3), np.cumsum(a.reshape(int(np.sqrt(a.size)), -1), axis=0))  # noqa: E731
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        want = fn(a, b)
+        arms = Arms(fn, [a, b], object_cache)
+        arms.with_arm0 = True
+        results = arms.run(a, b)
+    for arm, got in results.items():
+        for name, g, w in zip(("cumsum", "cumprod", "cumsum(axis=0)"), got, want):
+            exactly(g, w, f"{np.dtype(dt)} {name} ({arm})")
+
+
 def test_float_to_unsigned_casts_are_numpys_x86_64_answer() -> None:
     """Pinned so a numpy that changes its answer fails here, not as a mismatch in the matrix."""
     f = np.array(CAST_EDGES, np.float64)
