@@ -452,5 +452,5 @@ def attention(ctx: NodeContext, q: Any, k: Any, v: Any, mask: Any = None, past_k
     return y, present_k, present_v, qk_out.astype(dtype)
 
 
-from fusebind.onnx import ops_linear_attention, ops_resize, ops_select  # noqa: E402,F401  (they register with the composites
+from fusebind.onnx import ops_grid, ops_linear_attention, ops_resize, ops_select  # noqa: E402,F401  (they register with the composites
 # until the importer's handler list names them)

@@ -15,6 +15,7 @@ from fusebind.onnx.registry import UnsupportedModel
 I64 = np.int64
 X = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 7.5
 X4 = np.arange(2 * 8 * 2 * 3, dtype=np.float32).reshape(2, 8, 2, 3)
+GRID = np.random.default_rng(4).uniform(-1.7, 1.7, (2, 3, 5, 2)).astype(np.float32)  # (some outside [-1, 1])
 
 
 def a(*v):
@@ -105,6 +106,14 @@ CASES = [
      [], 18),
     ("tensor_scatter_circular", node("TensorScatter", ["c", "u", "w"], mode="circular"),
      [np.zeros((2, 3, 4, 2), np.float32), np.ones((2, 3, 3, 2), np.float32), a(2, 0)], [], 24),
+    ("gridsample_linear_zeros", node("GridSample", ["x", "g"]), [X4, GRID], [], 20),
+    ("gridsample_nearest_reflection", node("GridSample", ["x", "g"], mode="nearest", padding_mode="reflection"),
+     [X4, GRID], [], 20),
+    ("gridsample_cubic_border_align", node("GridSample", ["x", "g"], mode="cubic", padding_mode="border",
+                                           align_corners=1), [X4, GRID], [], 20),
+    ("gridsample_3d_linear_reflection", node("GridSample", ["x", "g"], padding_mode="reflection"),
+     [X4.reshape(2, 2, 3, 2, 4), np.random.default_rng(5).uniform(-1.6, 1.6, (2, 2, 3, 2, 3)).astype(np.float32)],
+     [], 20),
     ("onehot", node("OneHot", ["i", "d", "v"], axis=1), [a(0, -1, 2), np.array(4, I64), np.array([0, 5], np.float32)], [1, 2], 18),
     ("onehot_last", node("OneHot", ["i", "d", "v"]), [np.array([[1, 3], [0, -4]], np.int32), np.array(4, I64), np.array([2, 7], I64)], [1, 2], 18),
 ]
@@ -113,7 +122,8 @@ CASES = [
 #: the cases also run traced by default: one per tracer path the handlers take
 TRACED = {"slice_clamp_neg_steps", "gather_constant_table", "gather_nd_batch", "scatter_elements_add",
           "pad_traced_value", "cumsum_excl_rev", "onehot",
-          "resize_linear_half_pixel", "topk_largest_ties", "reverse_sequence", "tensor_scatter_circular"}
+          "resize_linear_half_pixel", "topk_largest_ties", "reverse_sequence", "tensor_scatter_circular",
+          "gridsample_linear_zeros"}
 
 
 @pytest.mark.parametrize("name,nd,inputs,const,opset,jit", with_modes(CASES, TRACED))
