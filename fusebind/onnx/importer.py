@@ -32,7 +32,7 @@ import fusebind as fb
 from fusebind.api.capture import ConstantArray
 from fusebind.dialect.errors import FusebindError, UnsupportedOperation
 from fusebind.onnx.dtypes import numpy_dtype_of
-from fusebind.onnx.registry import NodeContext, UnsupportedModel, handler_for
+from fusebind.onnx.registry import HANDLERS, NodeContext, UnsupportedModel, handler_for
 
 #: the opset of the default domain older models are upgraded to (the node suite's opsets are 1..28;
 #: the shipped model kinds 6..12)
@@ -146,6 +146,7 @@ PARAM_INPUTS: dict[str, tuple[int, ...]] = {
     "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,),
     "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSum": (1,), "ReduceLogSumExp": (1,),
     "ReduceSumSquare": (1,), "CenterCropPad": (1,), "Col2Im": (1, 2), "DFT": (1, 2),
+    "Adagrad": (1,), "Adam": (1,), "Momentum": (1,),
     "HannWindow": (0,), "HammingWindow": (0,), "BlackmanWindow": (0,), "MelWeightMatrix": (0, 1, 2, 3, 4),
 }
 
@@ -298,6 +299,7 @@ def _load_handlers() -> None:
     import fusebind.onnx.ops_resize  # noqa: F401
     import fusebind.onnx.ops_shape  # noqa: F401
     import fusebind.onnx.ops_signal  # noqa: F401
+    import fusebind.onnx.ops_train  # noqa: F401
     try:
         import fusebind.onnx.ops_nn  # noqa: F401
     except ModuleNotFoundError as e:  # the composites' module may not be there yet
@@ -311,8 +313,9 @@ def import_model(model: Any, *, target_opset: int = TARGET_OPSET, const_limit: i
     op and opset fusebind does not build, or the value of a type it does not have."""
     _load_handlers()
     proto = _load(model)
+    domains = {d for d, _ in HANDLERS}
     for imp in proto.opset_import:
-        if imp.domain not in _DEFAULT_DOMAINS:
+        if imp.domain not in _DEFAULT_DOMAINS and imp.domain not in domains:
             used = any(n.domain == imp.domain for n in proto.graph.node)
             if used:
                 raise UnsupportedModel(f"fusebind.onnx: the op domain {imp.domain!r} (opset {imp.version}) is not "
@@ -357,17 +360,20 @@ def import_model(model: Any, *, target_opset: int = TARGET_OPSET, const_limit: i
     order = topological(graph.node, set(input_names) | init_names)
     imported = ImportedModel(proto, opset, input_names, input_types, [o.name for o in graph.output], contexts,
                              weights, weight_names, constants)
+    versions = {imp.domain: int(imp.version) for imp in proto.opset_import}
     for node in order:
         label = node.name or (node.output[0] if node.output else "?")
-        where = f"node {label!r} ({node.op_type}, opset {opset})"
-        if node.domain not in _DEFAULT_DOMAINS:
+        domain = "" if node.domain in _DEFAULT_DOMAINS else node.domain
+        node_opset = opset if not domain else versions.get(domain, 1)
+        where = f"node {label!r} ({node.op_type}, opset {node_opset})"
+        if domain and domain not in domains:
             raise UnsupportedModel(f"{where}: the op domain {node.domain!r} is not one fusebind implements")
         if node.op_type in _REFUSED:
             raise UnsupportedModel(f"{where}: {_REFUSED[node.op_type]} is not supported")
-        ctx = NodeContext(node=node, attrs=_attrs(node, where), opset=opset, input_names=list(node.input),
+        ctx = NodeContext(node=node, attrs=_attrs(node, where), opset=node_opset, input_names=list(node.input),
                           shapes=[types.get(i, (None, None))[0] for i in node.input],
                           dtypes=[types.get(i, (None, None))[1] for i in node.input], importer=imported)
-        handlers.append(handler_for(ctx).fn)
+        handlers.append(handler_for(ctx, domain).fn)
         contexts.append(ctx)
     imported._handlers = handlers
 

@@ -320,6 +320,33 @@ def _arg(ctx: NodeContext, x: Any) -> Any:
 onnx_op("ArgMax", "ArgMin")(_arg)
 
 
+#: TopK compares every pair along its axis: beyond this length it is refused rather than built
+TOPK_LIMIT = 1024
+
+
+@onnx_op("TopK", since=10)
+def topk(ctx: NodeContext, x: Any, k_in: Any) -> Any:
+    """The k largest (smallest) along the axis, sorted, ties to the lower index (the spec's order),
+    by ranks: an element's rank is the count of elements before it in that order (a pairwise
+    comparison, so values and indices are exact; fusebind has no sort)."""
+    if not _is_const(k_in):
+        raise ctx.unsupported("a k computed from the model's inputs")
+    k = int(np.asarray(k_in).reshape(-1)[0])
+    axis = int(ctx.attr("axis", -1)) % x.ndim
+    n = int(x.shape[axis])
+    if n > TOPK_LIMIT:
+        raise ctx.unsupported(f"TopK along {n} elements (fusebind ranks pairwise; at most {TOPK_LIMIT})")
+    v = np.moveaxis(x, axis, -1)
+    a, b = np.expand_dims(v, -1), np.expand_dims(v, -2)  # a[..., i, 0] vs b[..., 0, j]
+    before = (b > a) if ctx.attr("largest", 1) else (b < a)
+    j_lt_i = np.arange(n)[None, :] < np.arange(n)[:, None]
+    rank = np.sum(before | ((b == a) & j_lt_i), axis=-1)  # [..., n]
+    pick = np.expand_dims(rank, -2) == np.arange(k)[:, None]  # [..., k, n]: the element of rank r
+    values = np.sum(np.where(pick, np.expand_dims(v, -2), np.zeros((), x.dtype)), axis=-1).astype(x.dtype)
+    index = np.sum(np.where(pick, np.arange(n, dtype=np.int64), np.zeros((), np.int64)), axis=-1)
+    return np.moveaxis(values, -1, axis), np.moveaxis(index, -1, axis)
+
+
 # ---- matrix products -------------------------------------------------------------------------------
 
 @onnx_op("MatMul")

@@ -230,3 +230,13 @@ def test_dft_and_a_window_against_the_reference():
               inits=[numpy_helper.from_array(np.array(1, np.int64), "axis")])
     y, w = check(m, sig, np.array(5, np.int64), rtol=1e-5)
     assert y.shape == (2, 4, 2) and w.shape == (5,)
+
+
+@pytest.mark.parametrize("largest", [1, 0])
+def test_topk_sorted_ties_to_the_lower_index(largest):
+    x = np.array([[3, 1, 3, 2, 1, 3], [0, 5, 5, 1, 0, 2]], np.int32)
+    m = model([helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1, largest=largest)],
+              [("x", I32, [2, 6])], [("v", I32, None), ("i", I64, None)],
+              inits=[numpy_helper.from_array(np.array([4], np.int64), "k")])
+    v, i = check(m, x)
+    assert i[0].tolist() == ([0, 2, 5, 3] if largest else [1, 4, 3, 0])
