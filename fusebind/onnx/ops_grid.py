@@ -109,3 +109,33 @@ def grid_sample(ctx: NodeContext, x: Any, grid: Any) -> Any:
         term = picked * np.expand_dims(weight, 1).astype(x.dtype)
         total = term if total is None else total + term
     return np.reshape(total, (n, c) + out)
+
+
+def _base_grid(sizes: list[int], align: bool) -> np.ndarray:
+    """The identity grid of the spatial `sizes` in normalized coordinates, homogeneous:
+    (..., (x, y[, z], 1)), as the reference builds it (np.arange steps, float64)."""
+    axes = []
+    for size in sizes:
+        if align:
+            axes.append(np.arange(-1, 1 + 0.0001, 2.0 / (size - 1)) if size > 1 else np.array([-1.0]))
+        else:
+            step = 2.0 / size
+            axes.append(np.arange(-1 + step / 2, 1, step))
+    mesh = np.meshgrid(*axes, indexing="ij")  # (D, H, W) order
+    return np.stack([*mesh[::-1], np.ones(tuple(sizes))], axis=-1)
+
+
+@onnx_op("AffineGrid", since=20)
+def affine_grid(ctx: NodeContext, theta: Any, size: Any) -> Any:
+    """theta (N, d, d+1) applied to the identity grid of size's spatial dims: (N, *dims, d) float32."""
+    from fusebind.onnx.ops_shape import const_ints
+
+    _, _, *sizes = const_ints(ctx, size, "size")
+    base = _base_grid(sizes, bool(ctx.attr("align_corners", 0)))
+    homo = np.reshape(base, (-1, len(sizes) + 1)).T  # (d+1, P)
+    grid = np.matmul(theta.astype(np.float64), homo)  # (N, d, P)
+    n = theta.shape[0]
+    return np.reshape(np.transpose(grid, (0, 2, 1)), (n, *sizes, len(sizes))).astype(np.float32)
+
+
+affine_grid.const_inputs = (1,)

@@ -114,6 +114,10 @@ CASES = [
     ("gridsample_3d_linear_reflection", node("GridSample", ["x", "g"], padding_mode="reflection"),
      [X4.reshape(2, 2, 3, 2, 4), np.random.default_rng(5).uniform(-1.6, 1.6, (2, 2, 3, 2, 3)).astype(np.float32)],
      [], 20),
+    ("affine_grid_2d", node("AffineGrid", ["t", "s"]), [np.random.default_rng(6).standard_normal((2, 2, 3)).astype(np.float32),
+                                                       a(2, 3, 4, 5)], [1], 20),
+    ("affine_grid_3d_align", node("AffineGrid", ["t", "s"], align_corners=1),
+     [np.random.default_rng(7).standard_normal((1, 3, 4)).astype(np.float32), a(1, 1, 2, 3, 4)], [1], 20),
     ("onehot", node("OneHot", ["i", "d", "v"], axis=1), [a(0, -1, 2), np.array(4, I64), np.array([0, 5], np.float32)], [1, 2], 18),
     ("onehot_last", node("OneHot", ["i", "d", "v"]), [np.array([[1, 3], [0, -4]], np.int32), np.array(4, I64), np.array([2, 7], I64)], [1, 2], 18),
 ]
@@ -123,7 +127,7 @@ CASES = [
 TRACED = {"slice_clamp_neg_steps", "gather_constant_table", "gather_nd_batch", "scatter_elements_add",
           "pad_traced_value", "cumsum_excl_rev", "onehot",
           "resize_linear_half_pixel", "topk_largest_ties", "reverse_sequence", "tensor_scatter_circular",
-          "gridsample_linear_zeros"}
+          "gridsample_nearest_reflection"}
 
 
 @pytest.mark.parametrize("name,nd,inputs,const,opset,jit", with_modes(CASES, TRACED))
