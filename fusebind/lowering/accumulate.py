@@ -37,9 +37,10 @@ already; they stay in `emitter.py`); import `emit`, `emitter` or `rowwise`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from fusebind.dialect.types import ELEMENTS
 from fusebind.lowering.accumulate_ir import AccumulationIR, State
 from fusebind.lowering.exprs import Expr, build, leaves
 from fusebind.lowering.linalg_types import (ELEMENT_BYTES, Dim, Value, element_name, ints, op_attr, op_kind, storage,
@@ -100,6 +101,19 @@ def vector_lanes(elem: str) -> int:
     return (64 if host_target().has_avx512 else 32) // ELEMENT_BYTES[elem]
 
 
+#: narrow floats (f16, bf16) are summed in f32 partials, and an inlined expression over them computes
+#: in f32 too (`_widened`): one rounding, where the kernel returns the value (emitter.emit_op)
+_NARROW = frozenset(n for n, e in ELEMENTS.items() if e.kind == "float" and e.bits < 32)
+
+
+def _widened(src: "Expr | Value") -> "Expr | Value":
+    """`src` with every narrow-float Expr computed in f32 (its leaves are widened where they are
+    loaded: Emitter._bind_args), so no op of the sum's operand rounds to the narrow type."""
+    if isinstance(src, Value):
+        return src
+    return replace(src, args=tuple(_widened(a) for a in src.args), elem="f32" if src.elem in _NARROW else src.elem)
+
+
 def blocked_sum(em: Any, op: Any, src: "Expr | Value", out_elem: str, axis_shift: int = 0) -> Value:
     """Emit the float sum/mean `op` of `src` (an Expr or an emitted value); its result.
     `axis_shift`: leading dims `src` lacks relative to the op's operand (row-wise emission)."""
@@ -119,6 +133,7 @@ class _Blocked(AccumulationIR):
     """One blocked sum: its block sizes and partials, chosen at construction; `emit` writes it."""
 
     def __init__(self, em: Any, op: Any, src: "Expr | Value", out_elem: str, axis_shift: int, mapped: bool):
+        src = _widened(src)
         self.em, self.src, self.out_elem, self.mapped = em, src, out_elem, mapped
         self.S: list[Dim] = list(src.shape)
         self.x = Value("", self.S, src.elem)

@@ -325,7 +325,7 @@ def emit_rows(em: Emitter, block: Any, values: dict[Any, Value], plan: RowPlan,
             e_args = [row_values[o] for o in e.operands]
             if accumulate.is_blocked(op):
                 mapped, v = accumulate.blocked_map_sum(em, op, exprs.make_expr(e, e_args),
-                                                       element_name(op.results[0].type), plan.lead)
+                                                       compute_elem(element_name(op.results[0].type)), plan.lead)
             else:
                 mapped, v = em.map_reduce(e, e_args, compute_elem(element_name(e.results[0].type)), op,
                                           compute_elem(element_name(op.results[0].type)), plan.lead)
@@ -347,7 +347,7 @@ def emit_rows(em: Emitter, block: Any, values: dict[Any, Value], plan: RowPlan,
         if _is_row_division(op, args):
             # x / s with s one value per row: one division per row, then multiplies
             # (vdivps is ~10x a vmulps; x * (1/s) is within 2 ulp of x / s)
-            elem = args[1].elem
+            elem = compute_elem(args[1].elem)  # a narrow row's sums are read widened: 1/s in f32
             recip = em._map_unary(args[1], lambda bb, v: bb.div(bb.constant(1.0, elem), v), elem)
             if dest == 0:
                 v = em.elementwise_into(_MulBy(op.name), [args[0], recip], out_elem, 0)

@@ -157,3 +157,23 @@ def test_a_bfloat16_numpy_constant_is_an_operand_like_any_float() -> None:
     got = fb.jit(lambda a: (a + c, np.add(a, c)))(np.ones((4, 8), BF16))
     for g in got:
         assert g.dtype == BF16 and np.array_equal(g.astype(np.float32), np.full((4, 8), 3.5, np.float32))
+
+
+@pytest.mark.parametrize("dt", [BF16, F16], ids=["bf16", "f16"])
+def test_softmax_rows_compile_and_round_once(dt: np.dtype) -> None:
+    """The row-wise kernel (softmax: a blocked map-sum of the exp row, then x * (1/s)) computes the
+    narrow row in f32; it failed to compile (an f16 1/s of a widened sum, exp inlined in f16)."""
+    x = np.random.default_rng(2).standard_normal((64, 256)).astype(dt)
+    f = fb.jit(lambda a: fb.softmax(a, axis=-1))
+    got = f(x)
+    a = x.astype(np.float32)
+    e = np.exp(a - a.max(axis=1, keepdims=True))
+    want = (e / e.sum(axis=1, keepdims=True)).astype(dt)
+    assert got.dtype == dt and ulps_at_most(got, want, dt, 1)
+    explain = f.explain(x)
+    assert "compile of" not in explain and "no static kernel" not in explain and "region @softmax" in explain
+
+
+def ulps_at_most(got: np.ndarray, want: np.ndarray, dt: np.dtype, n: int) -> bool:
+    spacing = np.abs(np.spacing(want).astype(np.float64))
+    return bool(np.all(np.abs(got.astype(np.float64) - want.astype(np.float64)) <= n * spacing))
