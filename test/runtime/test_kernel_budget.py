@@ -54,8 +54,12 @@ def _region(n: int):
 
 
 @pytest.fixture(scope="module")
-def decomps(tmp_path_factory: pytest.TempPathFactory) -> dict[int, object]:
-    cache = ObjectCache(tmp_path_factory.mktemp("budget-cache"))
+def cache(tmp_path_factory: pytest.TempPathFactory) -> ObjectCache:
+    return ObjectCache(tmp_path_factory.mktemp("budget-cache"))
+
+
+@pytest.fixture(scope="module")
+def decomps(cache: ObjectCache) -> dict[int, object]:
     return {n: decompose_region(_region(n), ["f32", "f32", "f32"], cache=cache) for n in SIZES}
 
 
@@ -151,9 +155,9 @@ def test_user_and_static_kernels_are_exempt(decomps) -> None:
     assert kernel_budget_stats(s).kernels == 1
 
 
-def test_values_stay_numpys_through_an_executor_across_evictions(decomps) -> None:
+def test_values_stay_numpys_through_an_executor_across_evictions(decomps, cache) -> None:
     s = Session("exec", kernel_budget=1)
-    runs = {n: Executor(parse_module(_module(n)), session=s) for n in SIZES[:3]}
+    runs = _executors(s, SIZES[:3], cache)
     rng = np.random.default_rng(0)
     for _ in range(2):  # the second round meets kernels evicted by the first
         for n, ex in runs.items():
@@ -172,7 +176,7 @@ def test_concurrent_adopt_lookup_and_evict_leave_a_consistent_table(decomps) -> 
     def work(t: int) -> None:
         try:
             start.wait()
-            for i in range(12):
+            for i in range(7):
                 n = SIZES[(t + i) % len(SIZES)]
                 fid = _adopt(s, decomps, n)
                 s.table.lookup(BindingKey.runtime_fused(fid), ("f32", "f32", "f32"), "cpu")
@@ -263,8 +267,8 @@ NEEDS_EXECUTOR_HOOK = ("runtime/executor.py must drop plans of older generations
                        "so an idle executor does not keep evicted code mapped")
 
 
-def _executors(s: Session, sizes) -> dict[int, Executor]:
-    return {n: Executor(parse_module(_module(n)), session=s) for n in sizes}
+def _executors(s: Session, sizes, cache: ObjectCache) -> dict[int, Executor]:
+    return {n: Executor(parse_module(_module(n)), session=s, cache=cache) for n in sizes}
 
 
 def _call(ex: Executor, n: int) -> None:
@@ -273,9 +277,9 @@ def _call(ex: Executor, n: int) -> None:
 
 
 @pytest.mark.xfail(strict=True, reason=NEEDS_JIT_HOOK)
-def test_an_executor_compiles_an_evicted_region_again_from_the_object_cache(decomps) -> None:
+def test_an_executor_compiles_an_evicted_region_again_from_the_object_cache(decomps, cache) -> None:
     s = Session("recompile", kernel_budget=1)
-    runs = _executors(s, SIZES[:2])
+    runs = _executors(s, SIZES[:2], cache)
     _call(runs[4], 4)
     _call(runs[5], 5)  # evicts the kernel of size 4
     _call(runs[4], 4)
@@ -284,9 +288,9 @@ def test_an_executor_compiles_an_evicted_region_again_from_the_object_cache(deco
 
 
 @pytest.mark.xfail(strict=True, reason=NEEDS_EXECUTOR_HOOK)
-def test_an_idle_executor_does_not_keep_evicted_code_mapped(decomps) -> None:
+def test_an_idle_executor_does_not_keep_evicted_code_mapped(decomps, cache) -> None:
     s = Session("idle", kernel_budget=1)
-    runs = _executors(s, SIZES[:2])
+    runs = _executors(s, SIZES[:2], cache)
     _call(runs[4], 4)
     (row,) = [r for key, _d, _b, r in s.table.rows() if key.is_runtime]
     code = weakref.ref(row.kernel.keepalive)
