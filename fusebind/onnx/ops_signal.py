@@ -66,27 +66,58 @@ def dft(ctx: NodeContext, x: Any, dft_length: Any = None, axis_in: Any = None) -
     if axis == r - 1:
         raise ctx.unsupported("a DFT along the last (real/imaginary) axis")
     n, c = shape[axis], shape[-1]
-    # the map on one signal: basis inputs [n*c, n, c] -> reference outputs [n*c, m, c_out]
-    basis = np.eye(n * c, dtype=np.float64).reshape(n * c, n, c)  # one signal per basis vector, axis 1
-    from onnx import helper
-    attrs = {k: v for k, v in ctx.attrs.items() if k != "axis"}
     length = _default_length(ctx, n) if dft_length is None else int(np.asarray(dft_length))
-    if ctx.opset >= 20:
-        node = helper.make_node("DFT", ["x", "len", "axis"], ["y"], **attrs)
-        args = [basis, np.asarray(length, np.int64), np.asarray(1, np.int64)]
-    else:
-        node = helper.make_node("DFT", ["x", "len"], ["y"], axis=1, **attrs)
-        args = [basis, np.asarray(length, np.int64)]
-    sub = NodeContext(node=node, attrs={}, opset=ctx.opset, input_names=list(node.input))
-    (resp,) = _reference_run(sub, *args)
-    m, c_out = resp.shape[1], resp.shape[2]
-    mat = resp.reshape(n * c, m * c_out)  # row k: the response to basis vector k
+    mat, m, c_out = _dft_matrix(ctx, n, c, length, {k: v for k, v in ctx.attrs.items() if k != "axis"})
     # in float64, as the reference: a spectrum's cancellations are then the reference's, not f32's
     moved = np.moveaxis(x.astype(np.float64), axis, -2)  # [..., n, c]
     lead = tuple(int(d) for d in moved.shape[:-2])
     flat = np.reshape(moved, lead + (n * c,))
     out = np.reshape(np.matmul(flat, mat), lead + (m, c_out))
     return np.moveaxis(out, -2, axis).astype(x.dtype)
+
+
+def _dft_matrix(ctx: NodeContext, n: int, c: int, length: int, attrs: dict[str, Any]) -> tuple[Any, int, int]:
+    """(matrix [n*c, m*c_out], m, c_out): the reference DFT of each basis signal [n, c] (row k: the
+    response to basis vector k), so a signal's transform is its flattening times the matrix."""
+    from onnx import helper
+
+    basis = np.eye(n * c, dtype=np.float64).reshape(n * c, n, c)  # one signal per basis vector, axis 1
+    if ctx.opset >= 20:
+        node = helper.make_node("DFT", ["x", "len", "axis"], ["y"], **attrs)
+        args = [basis, np.asarray(length, np.int64), np.asarray(1, np.int64)]
+    else:
+        node = helper.make_node("DFT", ["x", "len"], ["y"], axis=1, **attrs)
+        args = [basis, np.asarray(length, np.int64)]
+    sub = NodeContext(node=node, attrs={}, opset=max(ctx.opset, 17), input_names=list(node.input))
+    (resp,) = _reference_run(sub, *args)
+    m, c_out = int(resp.shape[1]), int(resp.shape[2])
+    return resp.reshape(n * c, m * c_out), m, c_out
+
+
+@onnx_op("STFT", since=17)
+def stft(ctx: NodeContext, x: Any, frame_step: Any, window: Any = None, frame_length: Any = None) -> Any:
+    """Frames (a constant-index gather), times the window, then the reference DFT's matrix along the
+    frame (onesided by default), as the reference's STFT."""
+    if not (_is_const(frame_step) and _is_const(frame_length)):
+        raise ctx.unsupported("a frame_step or frame_length computed from the model's inputs")
+    if x.dtype.kind != "f":
+        raise ctx.unsupported(f"an STFT of {x.dtype} data")
+    n, c = int(x.shape[-2]), int(x.shape[-1])
+    ws = int(window.shape[0]) if window is not None else None
+    length = int(np.asarray(frame_length)) if frame_length is not None else (ws if ws is not None else n)
+    ws = length if ws is None else ws
+    step = int(np.asarray(frame_step))
+    frames_n = 1 + (n - length) // step
+    idx = (np.arange(frames_n)[:, None] * step + np.arange(ws)[None, :]).reshape(-1)
+    if frames_n <= 0 or idx.max() >= n:
+        raise ctx.unsupported("frames that run past the signal's end")
+    lead = tuple(int(d) for d in x.shape[:-2])
+    frames = np.reshape(np.take(x, idx.astype(np.int64), axis=-2), lead + (frames_n, ws, c))
+    if window is not None:
+        frames = frames * np.reshape(window, (ws, 1))
+    mat, m, c_out = _dft_matrix(ctx, ws, c, length, {"onesided": int(ctx.attr("onesided", 1))})
+    flat = np.reshape(frames.astype(np.float64), lead + (frames_n, ws * c))
+    return np.reshape(np.matmul(flat, mat), lead + (frames_n, m, c_out)).astype(x.dtype)
 
 
 def _default_length(ctx: NodeContext, n: int) -> int:
