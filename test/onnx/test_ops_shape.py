@@ -124,10 +124,8 @@ CASES = [
 
 
 #: the cases also run traced by default: one per tracer path the handlers take
-TRACED = {"slice_clamp_neg_steps", "gather_constant_table", "gather_nd_batch", "scatter_elements_add",
-          "pad_traced_value", "cumsum_excl_rev", "onehot",
-          "resize_linear_half_pixel", "topk_largest_ties", "reverse_sequence", "tensor_scatter_circular",
-          "gridsample_nearest_reflection"}
+TRACED = {"slice_clamp_neg_steps", "gather_constant_table", "scatter_elements_add", "pad_traced_value", "onehot",
+          "topk_largest_ties", "gridsample_nearest_reflection"}
 
 
 @pytest.mark.parametrize("name,nd,inputs,const,opset,jit", with_modes(CASES, TRACED))
