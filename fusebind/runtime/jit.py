@@ -48,6 +48,7 @@ from fusebind.compiler.context import OptimizationContext
 from fusebind.compiler.cost import MachineModel
 from fusebind.compiler.optimize import OptimizeResult, WorkItem, optimize_graph
 from fusebind.compiler.splitting import region_is_splittable
+from fusebind.runtime.budget import was_evicted
 from fusebind.runtime.session import Session, current_session
 from fusebind.runtime.calibrate import machine_model
 from fusebind.runtime.backend import runtime_backend
@@ -295,7 +296,7 @@ class JitCompiler:
                 raise FusebindInternalError(f"{type(self).__name__} is closed; create a new one to compile more regions")
             for item in work_order:
                 key = _key_of(item)
-                if key in self.records:
+                if key in self.records and not was_evicted(self.session, self.records[key].fused_id):
                     continue
                 self.records[key] = CompileRecord(item.name)
                 todo.append((key, item))

@@ -259,10 +259,8 @@ def test_the_budget_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     assert budget_mod.session_budget(s) == 5
 
 
-# The two tests below need one change each in files the budget does not own (H-C's, issue 14):
-# they fail until the change lands (strict xfail), then must pass.
-NEEDS_JIT_HOOK = ("runtime/jit.py JitCompiler.submit must compile an evicted region again: "
-                  "`if key in self.records and not was_evicted(self.session, self.records[key].fused_id):`")
+# The executor test below needs a change in a file the budget does not own (H-C's, issue 14):
+# it fails until the change lands (strict xfail), then must pass.
 NEEDS_EXECUTOR_HOOK = ("runtime/executor.py must drop plans of older generations on session.on_evict, "
                        "so an idle executor does not keep evicted code mapped")
 
@@ -276,7 +274,6 @@ def _call(ex: Executor, n: int) -> None:
     np.testing.assert_array_equal(ex(a, b), a * b + a)
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_JIT_HOOK)
 def test_an_executor_compiles_an_evicted_region_again_from_the_object_cache(decomps, cache) -> None:
     s = Session("recompile", kernel_budget=1)
     runs = _executors(s, SIZES[:2], cache)
