@@ -139,12 +139,18 @@ class Session:
             result = fn(builder)
         finally:
             self._writer_state.active = False
-        if builder.added:  # rows were bound: the budget's evictions join this very swap
-            enforce(self, builder)
-        if builder.changed:
-            new = builder.build(old.generation + 1)
-            new.validate()
-            self.table = new
+        state = self.budget_state
+        saved = (state.evictions, state.evicted_ids)
+        try:
+            if builder.added:  # rows were bound: the budget's evictions join this very swap
+                enforce(self, builder)
+            if builder.changed:
+                new = builder.build(old.generation + 1)
+                new.validate()
+                self.table = new
+        except BaseException:  # no swap: the budget's record of evictions stays as the table does
+            state.evictions, state.evicted_ids = saved
+            raise
         return result
 
     @property

@@ -234,6 +234,23 @@ def test_a_failing_listener_is_an_internal_error_after_the_swap(decomps) -> None
     assert _bound_ids(s) == {s.recipes.id_of(_region(SIZES[1]))}  # the swap itself happened
 
 
+def test_a_swap_that_fails_validation_evicts_nothing(decomps, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fusebind.runtime.table import BindingError, BindingTable
+
+    s = Session("no-swap", kernel_budget=1)
+    first = _adopt(s, decomps, SIZES[0])
+    table = s.table
+
+    def refuse(self: BindingTable) -> None:
+        raise BindingError("refused by the test")
+
+    monkeypatch.setattr(BindingTable, "validate", refuse)
+    with pytest.raises(BindingError, match="refused by the test"):
+        _adopt(s, decomps, SIZES[1])
+    assert s.table is table and _bound_ids(s) == {first}
+    assert s.budget_state.evictions == 0 and not was_evicted(s, first)
+
+
 def test_the_budget_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(budget_mod, "_process_budget", None)
     monkeypatch.delenv("FUSEBIND_KERNEL_BUDGET", raising=False)
