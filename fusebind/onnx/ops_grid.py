@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from fusebind.onnx.ops_shape import lift
+from fusebind.onnx.values import const_ints, lift
 from fusebind.onnx.registry import NodeContext, onnx_op
 
 _A = -0.75  # the cubic convolution's alpha (Keys)
@@ -128,8 +128,6 @@ def _base_grid(sizes: list[int], align: bool) -> np.ndarray:
 @onnx_op("AffineGrid", since=20)
 def affine_grid(ctx: NodeContext, theta: Any, size: Any) -> Any:
     """theta (N, d, d+1) applied to the identity grid of size's spatial dims: (N, *dims, d) float32."""
-    from fusebind.onnx.ops_shape import const_ints
-
     _, _, *sizes = const_ints(ctx, size, "size")
     base = _base_grid(sizes, bool(ctx.attr("align_corners", 0)))
     homo = np.reshape(base, (-1, len(sizes) + 1)).T  # (d+1, P)

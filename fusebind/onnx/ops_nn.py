@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from fusebind.onnx.ops_shape import const_inputs, is_const, lift, norm_axis
+from fusebind.onnx.values import const_inputs, const_ints, is_const, lift, norm_axis
 from fusebind.onnx.registry import NodeContext, onnx_op
 
 
@@ -279,8 +279,6 @@ def _window(ctx: NodeContext, size: Any, body: Any, own_dtype: bool) -> Any:
     (periodic, the default) or size - 1; n is in the output type (Hann, Hamming) or an
     integer (Blackman), as the reference computes them."""
     from onnx.helper import tensor_dtype_to_np_dtype
-
-    from fusebind.onnx.ops_shape import const_ints
 
     n = const_ints(ctx, size, "size")[0]
     dtype = tensor_dtype_to_np_dtype(ctx.attr("output_datatype", 1))

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fusebind.onnx.ops_shape import const_array, const_inputs, norm_axis
+from fusebind.onnx.values import const_array, const_inputs, norm_axis
 from fusebind.onnx.registry import NodeContext, onnx_op
 
 Coeffs = Callable[[float, float], np.ndarray]

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from fusebind.onnx.ops_shape import const_inputs, const_ints, lift, norm_axis
+from fusebind.onnx.values import const_inputs, const_ints, lift, norm_axis
 from fusebind.onnx.registry import NodeContext, onnx_op
 
 
