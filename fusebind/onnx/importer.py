@@ -285,10 +285,13 @@ class ImportedModel:
 
 
 def _as_value(value: Any) -> Any:
-    """A handler's output: traced values as they are; numpy values (folded constants) as fb.constant,
-    so that a later traced op bakes them in instead of capturing them."""
+    """A handler's output: traced values as they are; numpy values (folded constants) up to
+    CONST_LIMIT elements as fb.constant, so that a later traced op bakes them in; larger ones (a
+    weight in a Constant node) stay plain arrays, which a traced op captures as a hidden argument
+    (passed by reference at each call) instead of writing them into the IR."""
     if isinstance(value, (np.ndarray, np.generic)) and not isinstance(value, ConstantArray):
-        return fb.constant(np.asarray(value))
+        arr = np.asarray(value)
+        return fb.constant(arr) if arr.size <= CONST_LIMIT else arr
     return value
 
 
