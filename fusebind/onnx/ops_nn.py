@@ -300,12 +300,14 @@ onnx_op("BlackmanWindow", since=17)(const_inputs(0)(
 
 
 @onnx_op("Dropout")
-@const_inputs(2)
+@const_inputs(1, 2)
 def dropout(ctx: NodeContext, x: Any, ratio: Any = None, training: Any = None) -> Any:
     if ctx.opset < 7 and not ctx.attr("is_test", 0):
         raise ctx.unsupported("training-mode Dropout (random masks)")
     if training is not None and (not is_const(training) or bool(np.asarray(training).reshape(-1)[0])):
-        raise ctx.unsupported("training-mode Dropout (random masks); fusebind runs inference")
+        zero = ratio is not None and is_const(ratio) and float(np.asarray(ratio).reshape(-1)[0]) == 0.0
+        if not zero:  # (a ratio of 0 drops nothing: the identity and a mask of ones, as in inference)
+            raise ctx.unsupported("training-mode Dropout (random masks); fusebind runs inference")
     mask = np.ones(tuple(x.shape), dtype=bool)
     return (x, mask) if _wants(ctx, 1) else x
 

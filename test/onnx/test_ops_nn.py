@@ -90,6 +90,13 @@ def test_rotary_embedding(name, interleaved, jit):
     check(nd, _rotary_inputs(interleaved), const=[1, 2], opset=23, rtol=1e-5, atol=1e-5, jit=jit)
 
 
+def test_training_dropout_with_ratio_zero_is_the_identity():
+    y, mask = run_fusebind(node("Dropout", ["x", "r", "t"], ["y", "m"]), [X, np.array(0.0, np.float32), np.array(True)],
+                           const=[1, 2], opset=13)
+    np.testing.assert_array_equal(y, X)
+    assert mask.dtype == bool and mask.shape == X.shape and mask.all()
+
+
 def test_training_dropout_is_unsupported_model():
     with pytest.raises(UnsupportedModel, match=r"\(Dropout, opset 13\): training-mode Dropout"):
         run_fusebind(node("Dropout", ["x", "r", "t"]), [X, np.array(0.5, np.float32), np.array(True)],
