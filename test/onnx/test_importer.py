@@ -61,7 +61,7 @@ def test_integer_div_truncates_toward_zero():
     assert y.tolist() == (np.trunc(A / B)).astype(np.int32).tolist()  # -7 / 2 is -3 (numpy's // gives -4)
 
 
-@pytest.mark.parametrize("fmod", [0, 1])
+@pytest.mark.parametrize("fmod", [0, 1])  # the remainder kernels of int32
 def test_mod_follows_fmod(fmod):
     m = model([helper.make_node("Mod", ["a", "b"], ["y"], fmod=fmod)], [("a", I32, [2, 6]), ("b", I32, [2, 6])],
               [("y", I32, [2, 6])])
@@ -210,9 +210,9 @@ def test_quantize_saturates_and_dequantize_per_axis():
 
 
 @pytest.mark.parametrize("attrs", [dict(mode="cubic", antialias=1),
-                                   dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize",
-                                        extrapolation_value=10.0),
-                                   dict(mode="nearest", nearest_mode="ceil")])
+                                   pytest.param(dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize",
+                                                     extrapolation_value=10.0), marks=long_only),
+                                   pytest.param(dict(mode="nearest", nearest_mode="ceil"), marks=long_only)])
 def test_resize_matches_the_reference(attrs):
     x = np.arange(24, dtype=np.float32).reshape(1, 2, 3, 4)
     roi = np.array([0, 0, 0.2, -0.3, 1, 1, 0.9, 1.2], np.float32)
@@ -232,7 +232,7 @@ def test_dft_and_a_window_against_the_reference():
     assert y.shape == (2, 4, 2) and w.shape == (5,)
 
 
-@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("largest", [1, pytest.param(0, marks=long_only)])
 def test_topk_sorted_ties_to_the_lower_index(largest):
     x = np.array([[3, 1, 3, 2, 1, 3], [0, 5, 5, 1, 0, 2]], np.int32)
     m = model([helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1, largest=largest)],
