@@ -66,3 +66,12 @@ def test_load_refuses_wrong_inputs(block):
         f(tokens, tokens=tokens)
     with pytest.raises(fusebind.FusebindError, match=r"the model takes 1 inputs \(tokens\), 0 were given"):
         f()
+
+
+@pytest.mark.skipif(not __import__("onnx_node_harness").LONG, reason="compiles a second block: FUSEBIND_LONG=1 runs it")
+def test_weights_as_arguments_match_too(block):
+    """Initializers above const_limit are arguments bound at load (not baked in): same answer."""
+    model, _, tokens, ref = block
+    f = fusebind.onnx.load(model, const_limit=64)
+    assert len(f.imported.weights) >= 8
+    assert np.max(np.abs(f(tokens) - ref)) / np.max(np.abs(ref)) < 1e-4
