@@ -2,7 +2,9 @@
 
 `python -m fusebind.onnx.coverage --results run.json --write docs/ONNX-COVERAGE.md`, where run.json
 is what `test/onnx/test_backend_conformance.py` writes under FUSEBIND_ONNX_RESULTS=run.json
-({case: [pass|fail|error|skip, reason]}). Without --results the doc keeps the claim table only.
+({case: [pass|fail|error|skip, reason]}). Without --results the doc has the claim table only;
+`--claims-only --write docs/ONNX-COVERAGE.md` rewrites just the claim section (a handler added since
+the run), keeping the run's results as they are.
 
 The claim table sits between the `claims` markers and is generated from HANDLERS alone, so a test
 can check it against the registry (`claim_table()` equals the doc's section). The results part
@@ -148,7 +150,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", help="the JSON a conformance run wrote (FUSEBIND_ONNX_RESULTS)")
     ap.add_argument("--note", default="", help="a line saying which run the results are (command, date)")
     ap.add_argument("--write", help="the doc to write (default: print it)")
+    ap.add_argument("--claims-only", action="store_true",
+                    help="rewrite only the claim section of the --write doc in place (keep its run's results)")
     args = ap.parse_args(argv)
+    if args.claims_only:
+        if not args.write:
+            ap.error("--claims-only needs --write DOC")
+        with open(args.write) as f:
+            text = f.read()
+        old = doc_claim_section(text)
+        if not old:
+            ap.error(f"{args.write} has no claim section (markers {START} ... {END})")
+        with open(args.write, "w") as f:
+            f.write(text.replace(old, claim_table()))
+        return 0
     results = None
     if args.results:
         with open(args.results) as f:
