@@ -37,6 +37,8 @@ def reshape(ctx: NodeContext, x: Any, shape: Any = None) -> Any:
     else:
         target = const_ints(ctx, shape, "shape")
     if not ctx.attr("allowzero", 0):  # 0 copies the input's dim (allowzero=1: a literal 0)
+        if any(v == 0 and i >= x.ndim for i, v in enumerate(target)):
+            raise ctx.unsupported(f"a 0 in the shape {target} past the input's rank {x.ndim}")
         target = [x.shape[i] if v == 0 else v for i, v in enumerate(target)]
     return np.reshape(x, tuple(target))
 
@@ -364,6 +366,8 @@ def constant_of_shape(ctx: NodeContext, shape: Any) -> Any:
 def range_(ctx: NodeContext, start: Any, limit: Any, delta: Any) -> Any:
     s = const_array(ctx, start, "start")
     lim, d = const_array(ctx, limit, "limit"), const_array(ctx, delta, "delta")
+    if float(d) == 0:
+        raise ctx.unsupported("a Range delta of 0 (no number of elements)")
     n = max(int(math.ceil((float(lim) - float(s)) / float(d))), 0)
     return (s + np.arange(n).astype(s.dtype) * d).astype(s.dtype)
 

@@ -192,3 +192,8 @@ def test_negative_pads_crop():
     # (the reference evaluator's np.pad refuses negative widths; onnxruntime crops, as the spec says)
     (got,) = run_fusebind(node("Pad", ["x", "p"]), [X, a(0, -1, 1, 0, 0, -2)], const=[1])
     np.testing.assert_array_equal(got, np.pad(X[:, 1:, :-2], ((0, 0), (0, 0), (1, 0))))
+
+
+def test_range_of_delta_zero_is_unsupported_model():
+    with pytest.raises(UnsupportedModel, match=r"\(Range, opset 18\): a Range delta of 0"):
+        run_fusebind(node("Range", ["s", "l", "d"]), [np.array(1, I64), np.array(5, I64), np.array(0, I64)], opset=18)
