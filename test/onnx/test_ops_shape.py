@@ -196,4 +196,4 @@ def test_negative_pads_crop():
 
 def test_range_of_delta_zero_is_unsupported_model():
     with pytest.raises(UnsupportedModel, match=r"\(Range, opset 18\): a Range delta of 0"):
-        run_fusebind(node("Range", ["s", "l", "d"]), [np.array(1, I64), np.array(5, I64), np.array(0, I64)], opset=18)
+        run_fusebind(node("Range", ["s", "l", "d"]), [np.array(1, I64), np.array(5, I64), np.array(0, I64)], const=[0, 1, 2], opset=18)
