@@ -124,7 +124,8 @@ def test_every_integer_op_on_every_width_is_numpys_answer_on_every_arm(dt: Any, 
     check_arms(fn, names, [a, b, x, s, f], dt in ARM0_WIDTHS, object_cache)
 
 
-@pytest.mark.parametrize("dt", (np.uint8, np.int16, np.uint64), ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dt", [np.uint8, *(pytest.param(d, marks=pytest.mark.skipif(
+    not LONG, reason="FUSEBIND_LONG=1 runs every width")) for d in (np.int16, np.uint64))], ids=lambda d: np.dtype(d).name)
 def test_scans_are_numpys_answer_on_every_arm(dt: Any, object_cache: Any) -> None:
     """cumsum / cumprod in numpy's dtype (the platform int: uint8 -> uint64, int16 -> int64), wrapping.
     (A lone scan runs its reference inside fb.jit until a rule makes scans regions: values only.)"""
@@ -172,17 +173,26 @@ PROMOTIONS = [  # numpy 2 (NEP 50): mixed signed/unsigned, weak Python scalars
 ]
 
 
-@pytest.mark.parametrize("case", PROMOTIONS, ids=lambda c: c[0])
-def test_mixed_sign_and_weak_scalar_promotion_is_numpys(case: tuple, object_cache: Any) -> None:
-    name, fn, du, di, want_dt = case
+def _promotion_operands(du: Any, di: Any) -> tuple[np.ndarray, np.ndarray]:
     u = np.array([0, 1, 7, np.iinfo(du).max, np.iinfo(du).max // 2, 3], du)
     i = np.array([-1, 1, -7, np.iinfo(di).min, np.iinfo(di).max, 2], np.int64).astype(di)  # -1 wraps if unsigned
+    return u, i
+
+
+def test_mixed_sign_and_weak_scalar_promotion_is_numpys(object_cache: Any) -> None:
+    """Every case is one output of one jitted function (one compile)."""
+    args = [a for _, _, du, di, _ in PROMOTIONS for a in _promotion_operands(du, di)]
+
+    def all_cases(*xs: Any) -> tuple:
+        return tuple(fn(xs[2 * k], xs[2 * k + 1]) for k, (_, fn, _, _, _) in enumerate(PROMOTIONS))
+
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        want = fn(u, i)
-        got = fb.jit(fn, cache=object_cache)(u, i)
-    assert want.dtype == want_dt
-    exactly(got, want, name)
+        want = all_cases(*args)
+        got = fb.jit(all_cases, cache=object_cache)(*args)
+    for (name, _, _, _, want_dt), g, w in zip(PROMOTIONS, got, want):
+        assert w.dtype == want_dt, name
+        exactly(g, w, name)
 
 
 def test_a_python_int_out_of_the_width_is_numpys_overflow_error() -> None:
