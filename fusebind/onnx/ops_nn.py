@@ -1,9 +1,10 @@
 """ONNX composite and activation handlers, decomposed into prims so that fusion and the
 catalog see them as they see traced code: Softmax/LogSoftmax/Hardmax (the opset < 13 meaning:
-coerce to 2-D at `axis`), LayerNormalization, RMSNormalization, MeanVarianceNormalization,
+coerce to 2-D at `axis`), Layer/RMS/MeanVariance/Lp/Instance/Group normalization,
 BatchNormalization (inference), Gelu (none/tanh), HardSwish, HardSigmoid, Mish, Softplus,
-Softsign, Elu, Selu, Celu, LeakyRelu, PRelu, ThresholdedRelu, Shrink, Swish, Dropout (inference),
-Einsum, RotaryEmbedding.
+Softsign, Elu, Selu, Celu, LeakyRelu, PRelu, ThresholdedRelu, Shrink, Swish, SwiGLU, Dropout
+(inference), Einsum, RotaryEmbedding, Attention (opset 23..), CausalConvWithState. Importing
+it also registers ops_resize, ops_grid, ops_select and ops_linear_attention (at the end).
 
 The math is the spec's function body (its `*_expanded` graph) written with numpy calls, so the
 same handler folds numpy constants and builds prim IR from traced arrays; the GELU tanh form is
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from fusebind.onnx.values import const_inputs, const_ints, is_const, lift, norm_axis
+from fusebind.onnx.values import const_inputs, is_const, lift, norm_axis
 from fusebind.onnx.registry import NodeContext, onnx_op
 
 
@@ -269,31 +270,6 @@ def causal_conv_with_state(ctx: NodeContext, x: Any, w: Any, bias: Any = None, p
     if activation != "none":
         out = out * (1.0 / (1.0 + np.exp(-out)))
     return out, padded[:, :, padded.shape[2] - (k - 1):]
-
-
-# --------------------------------------------------------------------------- windows (constants of a size)
-
-
-def _window(ctx: NodeContext, size: Any, body: Any, own_dtype: bool) -> Any:
-    """A window of `size` (constant) values: `body(n, N)` with n = 0..size-1 and N = size
-    (periodic, the default) or size - 1; n is in the output type (Hann, Hamming) or an
-    integer (Blackman), as the reference computes them."""
-    from onnx.helper import tensor_dtype_to_np_dtype
-
-    n = const_ints(ctx, size, "size")[0]
-    dtype = tensor_dtype_to_np_dtype(ctx.attr("output_datatype", 1))
-    big_n = n if ctx.attr("periodic", 1) else n - 1
-    return np.asarray(body(np.arange(n, dtype=dtype) if own_dtype else np.arange(n), big_n)).astype(dtype)
-
-
-onnx_op("HannWindow", since=17)(const_inputs(0)(
-    lambda ctx, size: _window(ctx, size, lambda n, big: np.sin(n * np.pi / big) ** 2, True)))
-onnx_op("HammingWindow", since=17)(const_inputs(0)(
-    lambda ctx, size: _window(ctx, size, lambda n, big: 25.0 / 46.0 - np.cos(n * np.pi * 2 / big) * (21.0 / 46.0),
-                              True)))
-onnx_op("BlackmanWindow", since=17)(const_inputs(0)(
-    lambda ctx, size: _window(ctx, size, lambda n, big: np.cos((n * (np.pi * 2)) / big) * -0.5
-                              + np.cos((n * (np.pi * 4)) / big) * 0.08 + 0.42, False)))
 
 
 # --------------------------------------------------------------------------- others

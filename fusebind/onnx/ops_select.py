@@ -1,13 +1,6 @@
-"""ONNX ops that select or place elements by data-dependent positions of a fixed count:
-TopK (ranks by pairwise comparison: fusebind has no sort), ReverseSequence (a gather whose
-time indices come from the traced lengths) and TensorScatter (a KV-cache write at traced
-offsets, one `fb.put_along_axis`).
-
-TopK's rank of an element is the number of elements that precede it (greater, or equal at a
-lower index, for largest=1), so the r-th output is the element of rank r: ties keep the
-lower index first, as the spec says. It costs n^2 comparisons along the axis (fine for the
-sizes TopK sees in models; a sort would be the op to add for long axes). NaN is not ordered
-(the reference sorts it last): inputs with NaN are out of contract here.
+"""ONNX ops that place elements at data-dependent positions of a fixed count:
+ReverseSequence (a gather whose time indices come from the traced lengths) and TensorScatter
+(a KV-cache write at traced offsets, one `fb.put_along_axis`). (TopK is ops_math.py's.)
 """
 
 from __future__ import annotations
@@ -16,27 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from fusebind.onnx.values import const_inputs, const_ints, lift, norm_axis
+from fusebind.onnx.values import lift, norm_axis
 from fusebind.onnx.registry import NodeContext, onnx_op
-
-
-@onnx_op("TopK")
-@const_inputs(1)
-def top_k(ctx: NodeContext, x: Any, k: Any = None) -> Any:
-    kk = ctx.attr("k") if ctx.opset < 10 else const_ints(ctx, k, "k")[0]
-    axis = norm_axis(ctx, ctx.attr("axis", -1), x.ndim)
-    n = x.shape[axis]
-    if not 0 <= kk <= n:
-        raise ctx.unsupported(f"k = {kk} for an axis of {n}")
-    xt = np.moveaxis(x, axis, -1)
-    xi, xj = np.expand_dims(xt, -1), np.expand_dims(xt, -2)  # (..., i, 1) and (..., 1, j)
-    before = (xj > xi) if ctx.attr("largest", 1) else (xj < xi)
-    lower = np.arange(n).reshape(1, n) < np.arange(n).reshape(n, 1)  # j < i
-    rank = np.sum(np.logical_or(before, np.logical_and(xj == xi, lower)), axis=-1).astype(np.int64)
-    hit = np.expand_dims(rank, -2) == np.arange(kk, dtype=np.int64).reshape(kk, 1)  # (..., r, i)
-    idx = np.sum(np.where(hit, np.arange(n, dtype=np.int64), np.zeros((), np.int64)), axis=-1)
-    values = np.take_along_axis(lift(xt, idx), idx, axis=-1)
-    return np.moveaxis(values, -1, axis), np.moveaxis(idx, -1, axis)
 
 
 @onnx_op("ReverseSequence")

@@ -99,9 +99,6 @@ CASES = [
      [X4, np.array([0, 0, -0.2, 0.1, 1, 1, 0.9, 1.3], np.float32), None, a(2, 8, 3, 4)], [1, 3], 18),
     ("resize_uint8_antialias", node("Resize", ["x", "", "", "z"], mode="linear", antialias=1),
      [np.arange(64, dtype=np.uint8).reshape(1, 1, 8, 8) * 3, None, None, a(1, 1, 3, 5)], [3], 18),
-    ("topk_largest_ties", node("TopK", ["x", "k"], ["v", "i"], axis=1),
-     [np.array([[3, 1, 3, 2], [0, 5, 5, 5], [7, 7, 7, 7]], np.float32), a(3)], [1], 18),
-    ("topk_smallest_axis0", node("TopK", ["x", "k"], ["v", "i"], axis=0, largest=0), [X, a(2)], [1], 18),
     ("reverse_sequence", node("ReverseSequence", ["x", "l"], time_axis=1, batch_axis=0), [X.reshape(4, 6), a(1, 6, 0, 3)],
      [], 18),
     ("tensor_scatter_circular", node("TensorScatter", ["c", "u", "w"], mode="circular"),
@@ -125,7 +122,7 @@ CASES = [
 
 #: the cases also run traced by default: one per tracer path the handlers take
 TRACED = {"slice_clamp_neg_steps", "gather_constant_table", "scatter_elements_add", "pad_traced_value", "onehot",
-          "topk_largest_ties", "gridsample_nearest_reflection"}
+          "gridsample_nearest_reflection"}
 
 
 @pytest.mark.parametrize("name,nd,inputs,const,opset,jit", with_modes(CASES, TRACED))
