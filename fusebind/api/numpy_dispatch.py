@@ -27,6 +27,7 @@ from fusebind.api import numpy_gathers as G
 from fusebind.api import numpy_joins as J
 from fusebind.api import numpy_linalg as L
 from fusebind.api import numpy_reductions as R
+from fusebind.api import numpy_rounding as RD
 from fusebind.api import numpy_scans as C
 from fusebind.api import numpy_shapes as S
 from fusebind.api.numpy_kernels import graph_of, unsupported
@@ -63,6 +64,10 @@ _map([np.count_nonzero], R.count_nonzero, "auto")
 _map([np.average], R.average, "auto")
 _map([np.nansum], R.nansum, "auto")
 _map([np.nanmax], R.nanmax, "auto")
+_map([np.nanargmax], R.nanargmax, "auto")
+_map([np.nanargmin], R.nanargmin, "auto")
+_map([np.round, np.around], RD.round_, "auto")
+_map([np.fix], RD.fix, "auto")
 _map([np.nanmin], R.nanmin, "auto")
 _map([np.nanmean], R.nanmean, "auto")
 _map([np.prod], R.prod, "auto")
@@ -174,7 +179,6 @@ _ADVICE: dict[str, str] = {
                                  "unique_all", "unique_counts", "unique_inverse", "unique_values", "trim_zeros",
                                  "histogram", "histogram2d", "histogramdd", "histogram_bin_edges", "bincount")},
     **{n: _NEEDS_BOOL for n in ("array_equal", "array_equiv", "allclose")},
-    **{n: "fusebind has no rounding op; round outside the jitted function" for n in ("round", "around", "fix")},
     "diagflat": "use np.diag(x.ravel(), k)",
     **{n: _SOLVER for n in ("inv", "solve", "det", "slogdet", "eig", "eigh", "eigvals", "eigvalsh", "svd",
                             "svdvals", "cholesky", "qr", "lstsq", "pinv", "matrix_rank", "matrix_power", "cond",

@@ -301,7 +301,7 @@ def _traced_take_along(x: Tracer, idx: Tracer, axis: Any) -> Tracer:
     an argument, they are checked at call time; computed ones are refused)."""
     graph = x.graph
     what = "numpy.take_along_axis"
-    if idx.dtype.kind != "i":
+    if idx.dtype.kind not in "iu":
         raise K.from_numpy_error(graph, IndexError("`indices` must be an integer array"), what)
     if axis is None:
         x, ax = K.reshape(x, (x.size,)), 0
@@ -354,7 +354,7 @@ def _traced_choose(a: Tracer, cs: list[Tracer], mode: str) -> Tracer:
     graph = a.graph
     what = "numpy.choose"
     n = len(cs)
-    if a.dtype.kind != "i":
+    if a.dtype.kind not in "iu":
         raise unsupported(graph, f"{what}: the chooser must be an integer array (it is {a.dtype}); cast it first")
     i = K.cast(a, np.int64)
     if mode == "clip":

@@ -30,6 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from fusebind.api.promotion import is_floating
 from fusebind.api.errors import (
     FusebindAxisError, FusebindError, FusebindIndexError, FusebindValueError, UnsupportedOperation,
 )
@@ -148,9 +149,9 @@ def isnan(x: Tracer) -> Tracer:
 
 def lowest(dtype: np.dtype) -> Any:
     """The identity of max in this dtype: -inf, the smallest integer, False."""
-    if dtype.kind == "f":
+    if is_floating(dtype):
         return -np.inf
-    if dtype.kind == "i":
+    if dtype.kind in "iu":
         return int(np.iinfo(dtype).min)
     return False
 
@@ -296,11 +297,16 @@ def traced_indices(x: Tracer, axis: int, idx: Tracer, what: str,
     checked where they are read: in the kernel (Emitter.checked_index, the kernel ABI v2 error
     channel) or by the op's reference on arm 0."""
     graph = x.graph
-    if idx.dtype.kind not in "ib":
+    if idx.dtype.kind not in "iub":
         raise from_numpy_error(graph, IndexError("arrays used as indices must be of integer (or boolean) type"), what)
     if idx.dtype == np.bool_:
         idx = cast(idx, np.int64)  # numpy reads a bool index array of take as 0 / 1
     position = argument_of(graph, idx)
+    if idx.dtype not in (np.int32, np.int64):  # the gathers read i32 / i64; the call-time check reads the argument
+        if idx.dtype == np.uint64 and position is None:
+            raise unsupported(graph, f"{what}: a computed uint64 index array is not supported (values from 2**63 "
+                                     "would read as negative); cast it with .astype(np.int64)")
+        idx = cast(idx, np.int64)
     if position is None:
         return idx, False
     n, pre, shown = x.shape[axis], prefix(graph), axis if shown_axis is None else shown_axis

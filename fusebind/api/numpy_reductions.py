@@ -24,6 +24,7 @@ from fusebind.api import numpy_kernels as K
 from fusebind.api.numpy_kernels import unsupported
 from fusebind.api.numpy_probe import Probe, check, probe
 from fusebind.api.numpy_ufuncs import call
+from fusebind.api.promotion import is_floating
 from fusebind.api.tracer import Graph, Tracer, as_tracer
 from fusebind.dialect import prim
 from fusebind.dialect.prim_checks import CheckOp
@@ -98,7 +99,7 @@ def reduction(what: str, kind: str, a: Any, axis: Any, keepdims: Any, R: np.dtyp
     out_shape = K.reduced_shape(x.shape, axes, keepdims)
     if init is not None and math.prod(x.shape[i] for i in axes) == 0:
         return K.broadcast_to(init, out_shape)
-    if kind in ("nanmax", "nanmin") and x.dtype.kind == "f":
+    if kind in ("nanmax", "nanmin") and is_floating(x.dtype):
         nan = K.isnan(x)
         extreme = K.like(x, -np.inf if kind == "nanmax" else np.inf)
         m = K.reduce(kind[3:], K.select(nan, extreme, x), axes, keepdims)
@@ -177,7 +178,7 @@ def _var(what: str, root: bool) -> Any:
         x = tracer(graph, a)
         axes = K.normalize_axes(graph, axis, x.ndim)
         keep = bool(keepdims) if _given(keepdims) else False
-        acc = np.dtype(dtype) if dtype is not None else (np.dtype(np.float64) if x.dtype.kind in "ib" else x.dtype)
+        acc = np.dtype(dtype) if dtype is not None else (np.dtype(np.float64) if x.dtype.kind in "iub" else x.dtype)
         n = math.prod(x.shape[i] for i in axes)
         total = K.reduce("sum", K.cast(x, K.check_dtype(graph, acc, what)), axes, keepdims=True)
         mu = call(np.true_divide, (total, n), {})
@@ -334,7 +335,7 @@ def _nan_reduction(name: str, kind: str, identity: int, p: Probe, a: Any, axis: 
     graph = K.graph_of(a)
     _no_out(graph, out, f"numpy.{name}")
     x = tracer(graph, a)
-    if x.dtype.kind == "f":
+    if is_floating(x.dtype):
         x = K.select(K.isnan(x), K.like(x, identity), x)
     return reduction(f"numpy.{name}", kind, x, axis, keepdims, _dtype(p), initial, where)
 

@@ -23,6 +23,7 @@ import numpy as np
 from fusebind.api import numpy_kernels as K
 from fusebind.api.numpy_kernels import unsupported
 from fusebind.api.numpy_probe import Probe, check, probe
+from fusebind.api.promotion import is_floating
 from fusebind.api.tracer import Tracer, as_tracer
 from fusebind.dialect.prim_layout import ConcatOp
 from fusebind.dialect.prim_scan import ScanOp
@@ -42,7 +43,7 @@ def scan(what: str, kind: str, a: Any, axis: Any, R: np.dtype, nan: bool = False
     graph = K.graph_of(a)
     x = a if isinstance(a, Tracer) else as_tracer(graph, a)
     R = K.check_dtype(graph, R, what)
-    if nan and x.dtype.kind == "f":
+    if nan and is_floating(x.dtype):
         x = K.select(K.isnan(x), K.like(x, 0 if kind == "sum" else 1), x)
     if axis is None or x.ndim == 0:  # numpy scans a 0-d array as its 1-element ravel, whatever the axis
         x = K.reshape(x, (x.size,))

@@ -28,7 +28,8 @@ from fusebind.api.handlers import NUMPY
 from fusebind.api.numpy_kernels import unsupported
 from fusebind.api.promotion import is_floating, narrow_result
 from fusebind.api.tracer import (
-    SUPPORTED, Graph, Tracer, _check_broadcast, _weak_operand, as_tracer, binary, weak_bool_as_int, weak_kind,
+    SUPPORTED, Graph, Tracer, _check_broadcast, _weak_operand, as_tracer, binary, exact_int_compare,
+    weak_bool_as_int, weak_kind,
 )
 from fusebind.dialect import prim
 from fusebind.dialect.errors import OpRegistrationError
@@ -103,8 +104,15 @@ def resolve(graph: Graph, ufunc: np.ufunc, inputs: tuple, what: str, dtype: Any 
     narrow = narrow_result(ufunc, keys, ins, outs)  # bfloat16 on JAX's lattice (api/promotion.py)
     if narrow is not None:
         ins, outs = narrow
-    if ufunc.__name__ in _COMPARE and ins[0].kind == "i" and int in keys:
-        ins = [np.dtype(np.int64)] * 2  # numpy compares a Python int with an int array exactly
+    if ufunc.__name__ in _COMPARE and any(k is int for k in keys) and {d.kind for d in ins} <= set("iu"):
+        # numpy compares a Python int with an int array exactly: in int64, or for a uint64 array against a
+        # negative or traced Python int, as a mixed-sign pair (tracer.exact_int_compare)
+        weak = next(i for i, k in enumerate(keys) if k is int)  # (`keys.index(int)` finds dtype int64 too)
+        value = inputs[weak]
+        if ins[1 - weak] != np.uint64:
+            ins = [np.dtype(np.int64)] * 2
+        elif isinstance(value, Tracer) or value < 0:
+            ins[weak] = np.dtype(np.int64)
     for dt in ins + outs:
         if dt not in SUPPORTED:
             raise unsupported(graph, f"{what} of {describe_keys(keys)} computes in {dt}, which fusebind has no dtype "
@@ -128,8 +136,19 @@ def _fmax(cls: Any) -> Callable[..., Tracer]:
     return f
 
 
+def _compare(pred: str, a: Tracer, b: Tracer) -> Tracer:
+    """numpy's comparison loop: one dtype, or the exact mixed-sign pair (int64 against uint64)."""
+    if a.dtype != b.dtype:
+        exact = exact_int_compare(pred, a, b)
+        if exact is not None:
+            return exact
+    return K.compare(pred, a, b)
+
+
 def _sign(x: Tracer) -> Tracer:  # NaN stays NaN; both zeros give +0, as numpy
     zero = K.like(x, 0)
+    if x.dtype.kind == "u":  # 0 or 1 (numpy 2 has no -1 of an unsigned dtype)
+        return K.select(K.compare("gt", x, zero), K.like(x, 1), zero)
     rest = K.select(K.isnan(x), x, zero) if is_floating(x.dtype) else zero
     return K.select(K.compare("gt", x, zero), K.like(x, 1), K.select(K.compare("lt", x, zero), K.like(x, -1), rest))
 
@@ -194,7 +213,7 @@ ELEMENTWISE.update({
     "isnan": _is("isnan"), "isinf": _is("isinf"), "isfinite": _is("isfinite"),
     **numpy_rounding.UFUNCS,  # floor, ceil, trunc, rint: exact float compositions (integers as they are)
     "deg2rad": _scale(np.pi / 180), "rad2deg": _scale(180 / np.pi), "heaviside": _heaviside,
-    **{name: (lambda pred: lambda a, b: K.compare(pred, a, b))(pred) for name, pred in _COMPARE.items()},
+    **{name: (lambda pred: lambda a, b: _compare(pred, a, b))(pred) for name, pred in _COMPARE.items()},
 })
 ELEMENTWISE["radians"], ELEMENTWISE["degrees"] = ELEMENTWISE["deg2rad"], ELEMENTWISE["rad2deg"]
 

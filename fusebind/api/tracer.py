@@ -38,6 +38,7 @@ from fusebind.api.numpy_operators import ArrayMethods
 from fusebind.api.promotion import bf16_lattice, is_floating
 from fusebind.api.weak import COMPARE, PY_OP, Recipe, fits_check, python_kind, type_check, weak_dtype
 from fusebind.dialect import prim
+from fusebind.dialect.prim_bitwise import BitwiseAndOp, BitwiseOrOp, InvertOp
 from fusebind.dialect.types import elem_of, numpy_dtype, shape_of, tensor_type
 
 
@@ -193,7 +194,7 @@ def _weak_operand(graph: Graph, value: Any, kind: type, dt: np.dtype) -> Tracer:
     one is cast, after a call-time check that it fits an integer `dt`."""
     if not isinstance(value, Tracer):
         return _const(graph, value, dt)
-    if kind is int and dt.kind == "i" and dt != value.dtype:
+    if kind is int and dt.kind in "iu" and dt != value.dtype:
         graph.checks.append(fits_check(*_recipe(graph, value), dt, graph.fn_name))
     return value.astype(dt)
 
@@ -308,7 +309,63 @@ def binary(kind: str, a: Any, b: Any) -> Tracer:
     return out
 
 
+_SWAPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+
+def _strong_dtype(value: Any) -> np.dtype | None:
+    if isinstance(value, Tracer):
+        return value.dtype
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.dtype
+    return None
+
+
+def _mixed_sign_pair(a: Any, b: Any) -> tuple[Any, Any, bool] | None:
+    """(the signed operand, the unsigned one, swapped) of a comparison numpy computes exactly but no
+    common dtype holds: a uint64 operand against a signed array (numpy's `qQ` loop; their result type
+    is float64, which rounds), or against a negative or traced Python int (which uint64 cannot hold)."""
+    ka, kb = weak_kind(a), weak_kind(b)
+    if ka is not None and kb is not None:
+        return None
+    da, db = _strong_dtype(a), _strong_dtype(b)
+    if ka is None and kb is None:
+        if da is None or db is None or {da.kind, db.kind} != {"i", "u"} or np.result_type(da, db).kind != "f":
+            return None
+        return (a, b, False) if da.kind == "i" else (b, a, True)
+    weak, arr, dt = (a, b, db) if ka is not None else (b, a, da)
+    if (ka or kb) is not int or dt is None or dt != np.uint64:
+        return None
+    if not isinstance(weak, Tracer) and weak >= 0:
+        return None  # a literal uint64 holds: the usual path converts it
+    return (weak, arr, ka is None)
+
+
+def exact_int_compare(kind: str, a: Any, b: Any) -> Tracer | None:
+    """`a <kind> b` for a mixed-sign pair (`_mixed_sign_pair`), exactly as numpy: the signed side s and
+    the unsigned side u compare as (s < 0) or (uint64(s) < u) for <, <= and !=, and as
+    (s >= 0) and (uint64(s) > u) for >, >= and ==. None for any other pair."""
+    pair = _mixed_sign_pair(a, b)
+    if pair is None:
+        return None
+    signed, unsigned, swapped = pair
+    graph = (a if isinstance(a, Tracer) else b).graph
+    k = _SWAPPED[kind] if swapped else kind
+    i64, u64 = np.dtype(np.int64), np.dtype(np.uint64)
+    s = _weak_operand(graph, signed, int, i64) if weak_kind(signed) is int else as_tracer(graph, signed).astype(i64)
+    u = as_tracer(graph, unsigned).astype(u64)
+    _check_broadcast(graph, kind, s, u)
+    negative = graph.add(prim.CompareOp("lt", s.value, _const(graph, 0, i64).value))
+    c = graph.add(prim.CompareOp(k, s.astype(u64).value, u.value))
+    if k in ("lt", "le", "ne"):
+        return graph.add(BitwiseOrOp(negative.value, c.value))
+    return graph.add(BitwiseAndOp(graph.add(InvertOp(negative.value)).value, c.value))
+
+
 def _binary(kind: str, a: Any, b: Any) -> Tracer:
+    if kind in COMPARE:
+        exact = exact_int_compare(kind, a, b)
+        if exact is not None:
+            return exact
     x, y = _operands(a, b, kind)
     graph = x.graph
     _check_broadcast(graph, kind, x, y)

@@ -28,6 +28,7 @@ import numpy as np
 
 from fusebind.dialect.errors import FusebindTypeError
 from fusebind.api.capture import FusebindOverflowError, scalar_kind
+from fusebind.api.promotion import is_floating
 from fusebind.api.errors import UnsupportedOperation
 
 #: a recipe: the value of a Python scalar of the eager program, from the call's arguments
@@ -50,16 +51,17 @@ def weak_result(t: np.dtype, scalar: Any) -> np.dtype:
     if kind is bool:
         return t
     if kind is int:
-        return t if t.kind in "fi" else np.dtype(np.int64)
+        return t if t.kind in "fiu" or is_floating(t) else np.dtype(np.int64)
     if kind is float:
-        return t if t.kind == "f" else np.dtype(np.float64)
+        return t if is_floating(t) else np.dtype(np.float64)
     raise FusebindTypeError(f"unsupported scalar {scalar!r}")
 
 
 def weak_dtype(t: np.dtype, kind: type, op: str | None) -> np.dtype:
     """The dtype both operands of `<array of t> <op> <Python scalar of kind>` take."""
-    if op in COMPARE and kind is int and t.kind == "i":
+    if op in COMPARE and kind is int and t.kind in "iu" and t != np.uint64:
         return np.dtype(np.int64)  # numpy compares a Python int with an int array exactly: i32 < 2**40 is True
+        # (uint64 against a negative or traced Python int: tracer.exact_int_compare)
     return weak_result(t, kind)
 
 

@@ -28,7 +28,6 @@ from xdsl.irdl import irdl_op_definition, prop_def
 from xdsl.utils.exceptions import VerifyException
 
 from fusebind.dialect.errors import ShapeInferenceError
-from fusebind.dialect.prim_checks import CHECK_OPS
 from fusebind.dialect.prim_base import cast_result
 from fusebind.dialect.prim_structured import ShapeOp, Value
 from fusebind.dialect.types import NUMERIC_TYPES, Shape, elem_of, shape_of, tensor_type
@@ -97,6 +96,4 @@ class ScanOp(ShapeOp):
         return cast_result(self, SCAN_KINDS[self.kind_value()](x, axis=self.axis_value(), dtype=x.dtype))
 
 
-# prim.check (prim_checks.py) rides here until prim.py lists CHECK_OPS itself (prim.py is not this
-# module's owner's file): the registry and the prim dialect take every op of SCAN_OPS
-SCAN_OPS: tuple[type[Any], ...] = (ScanOp, *CHECK_OPS)
+SCAN_OPS: tuple[type[Any], ...] = (ScanOp,)
