@@ -28,6 +28,8 @@ _API = (
 def __getattr__(name: str) -> Any:
     if name.startswith("_") and name not in ("__all__",):
         raise AttributeError(f"module 'fusebind' has no attribute {name!r}")  # (probes of private names stay cheap)
+    if name == "onnx":  # fb.onnx.load(...): the ONNX door, a subpackage (its own room above the api)
+        return importlib.import_module("fusebind.onnx")
     api = importlib.import_module("fusebind.api")  # only here: the one lazy import of the root (PEP 562)
     if name == "__all__":
         return ["__version__", *api.__all__]

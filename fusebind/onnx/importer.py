@@ -146,7 +146,7 @@ PARAM_INPUTS: dict[str, tuple[int, ...]] = {
     "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,),
     "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSum": (1,), "ReduceLogSumExp": (1,),
     "ReduceSumSquare": (1,), "CenterCropPad": (1,), "Col2Im": (1, 2), "DFT": (1, 2), "STFT": (1, 3),
-    "Adagrad": (1,), "Adam": (1,), "Momentum": (1,),
+    "Adagrad": (1,), "Adam": (1,), "Momentum": (1,), "AffineGrid": (1,), "Dropout": (1, 2),
     "HannWindow": (0,), "HammingWindow": (0,), "BlackmanWindow": (0,), "MelWeightMatrix": (0, 1, 2, 3, 4),
 }
 
@@ -303,11 +303,10 @@ def _load_handlers() -> None:
     import fusebind.onnx.ops_shape  # noqa: F401
     import fusebind.onnx.ops_signal  # noqa: F401
     import fusebind.onnx.ops_train  # noqa: F401
-    try:
-        import fusebind.onnx.ops_nn  # noqa: F401
-    except ModuleNotFoundError as e:  # the composites' module may not be there yet
-        if e.name != "fusebind.onnx.ops_nn":
-            raise
+    import fusebind.onnx.ops_nn  # noqa: F401
+    import fusebind.onnx.ops_grid  # noqa: F401
+    import fusebind.onnx.ops_select  # noqa: F401
+    import fusebind.onnx.ops_linear_attention  # noqa: F401
 
 
 def import_model(model: Any, *, target_opset: int = TARGET_OPSET, const_limit: int = CONST_LIMIT,

@@ -17,7 +17,7 @@ The checks:
 2. no import by name: a dynamic import (`importlib.import_module`, `__import__`, `importlib.reload`,
    `importlib.util.find_spec`, `runpy.run_module`) is allowed only (a) in a package `__init__`'s lazy
    `__getattr__`, for a literal name inside its own package (`f"fusebind.compiler.{module}"`; the root:
-   `"fusebind.api"`), and (b) in `fusebind.tools` (a user's `--plugin` name). No string constant outside
+   `"fusebind.api"`, and `"fusebind.onnx"` for `fb.onnx`), and (b) in `fusebind.tools` (a user's `--plugin` name). No string constant outside
    tools names a module of a room above its own (`"fusebind.runtime.jit:table_context"`);
 3. the module import graph (static imports at any depth, `TYPE_CHECKING` blocks left out; a package's lazy
    names resolved to the module that defines them; importing `a.b.c` from outside `a.b` also runs
@@ -202,7 +202,7 @@ def by_name_imports(module: str) -> list[str]:
                     own = "fusebind.api" if package == "fusebind" else f"{package}."
                     if room_of(module) == "tools":
                         pass  # (b): the driver imports a user's --plugin module by the name it was given
-                    elif not (in_lazy and head is not None and (head == own if package == "fusebind"
+                    elif not (in_lazy and head is not None and (head in (own, "fusebind.onnx") if package == "fusebind"
                                                                 else head.startswith(own))):
                         problems.append(f"{child.lineno}: {name}({ast.unparse(child.args[0]) if child.args else ''})"
                                         " imports by name (only a package __init__'s __getattr__ may, inside its"
