@@ -35,6 +35,7 @@ from fusebind.api.errors import (
     FusebindAxisError, FusebindError, FusebindIndexError, FusebindValueError, UnsupportedOperation,
 )
 from fusebind.dialect.errors import IndexOutOfBounds
+from fusebind.api.capture import SUPPORTED_NAMES
 from fusebind.api.tracer import SUPPORTED, Graph, Tracer, cast  # noqa: F401 (cast: re-exported)
 
 
@@ -88,8 +89,8 @@ def graph_of(*values: Any) -> Graph | None:
 def check_dtype(graph: Graph, dt: np.dtype, what: str) -> np.dtype:
     dt = np.dtype(dt)
     if dt not in SUPPORTED:
-        raise unsupported(graph, f"{what} needs dtype {dt}, which fusebind does not support (it has float32, "
-                                 "float64, int32, int64 and bool)")
+        raise unsupported(graph, f"{what} needs dtype {dt}, which fusebind does not support (it has "
+                                 f"{SUPPORTED_NAMES})")
     return dt
 
 

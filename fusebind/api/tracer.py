@@ -30,7 +30,7 @@ import numpy as np
 from xdsl.ir import Block
 
 from fusebind.api.capture import (
-    CANONICAL, SUPPORTED, Capture, ConstantArray, FusebindOverflowError, make_capture, scalar_kind,
+    CANONICAL, SUPPORTED, SUPPORTED_NAMES, Capture, ConstantArray, FusebindOverflowError, make_capture, scalar_kind,
 )
 from fusebind.api.errors import TraceError, UnsupportedOperation
 from fusebind.api.handlers import NUMPY
@@ -53,8 +53,7 @@ def cast(x: "Tracer", dtype: Any) -> "Tracer":
         return x
     if dt not in SUPPORTED:
         raise UnsupportedOperation(f"fusebind: in '{x.graph.fn_name}': a cast of {x.dtype} to {dt} needs dtype "
-                                   f"{dt}, which fusebind does not support (it has float32, float64, int32, int64 "
-                                   "and bool)")
+                                   f"{dt}, which fusebind does not support (it has {SUPPORTED_NAMES})")
     return x.graph.add(prim.CastOp(x.value, elem_name(dt)))
 
 
@@ -138,7 +137,7 @@ class Tracer(ArrayMethods):
         dt = np.dtype(dtype)
         if dt not in SUPPORTED:
             raise UnsupportedOperation(f"fusebind: in '{self.graph.fn_name}': astype({dt}) is not supported; "
-                                       "use float32, float64, int32, int64 or bool")
+                                       f"use {SUPPORTED_NAMES}")
         if casting != "unsafe" and not np.can_cast(self.dtype, dt, casting):
             raise UnsupportedOperation(f"fusebind: in '{self.graph.fn_name}': Cannot cast array data from "
                                        f"dtype('{self.dtype}') to dtype('{dt}') according to the rule '{casting}'")
@@ -216,8 +215,7 @@ def capture_array(graph: Graph, value: Any) -> Tracer:
             break
     if cap.dtype not in SUPPORTED:
         raise UnsupportedOperation(f"fusebind: in '{graph.fn_name}': the captured array '{cap.name}' has dtype "
-                                   f"{cap.dtype}, which is not supported; use float32, float64, int32, int64 or "
-                                   "bool")
+                                   f"{cap.dtype}, which is not supported; use {SUPPORTED_NAMES}")
     arg = graph.block.insert_arg(tensor_type(cap.shape, elem_name(cap.dtype)), len(graph.block.args))
     if cap.name.isidentifier() and all(a.name_hint != cap.name for a in graph.block.args):
         arg.name_hint = cap.name  # `%W` in .mlir(), unless a parameter has that name
@@ -247,7 +245,7 @@ def as_tracer(graph: Graph, value: Any, like: np.dtype | None = None) -> Tracer:
     arr = np.asarray(value)
     if arr.dtype not in SUPPORTED:
         raise UnsupportedOperation(f"fusebind: in '{graph.fn_name}': a constant of dtype {arr.dtype} is not "
-                                   "supported; use float32, float64, int32, int64 or bool")
+                                   f"supported; use {SUPPORTED_NAMES}")
     return _const(graph, arr, arr.dtype)
 
 

@@ -28,8 +28,9 @@ from xdsl.irdl import irdl_op_definition
 
 from fusebind.dialect.prim_elementwise import BinaryOp, FloatUnaryOp
 from fusebind.dialect.scalar import ScalarBuilder
+from fusebind.dialect.types import FLOAT_TYPES
 
-_MATH_DTYPES: frozenset[str] = frozenset({"f32", "f64"})  # the fast-math functions' element types
+_MATH_DTYPES: frozenset[str] = FLOAT_TYPES  # f32/f64 fast math; f16/bf16 are computed in f32 (docs/DTYPES.md)
 # the upstream `math` op of each function, for a text builder without fast math
 def _hypot_composed(b: ScalarBuilder, x: Any, y: Any) -> Any:
     """hi * sqrt(1 + (lo/hi)**2) (no overflow), 0 for two zeros, inf if either is infinite (numpy)."""

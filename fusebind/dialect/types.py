@@ -64,7 +64,7 @@ class ElementInfo:
 #: the tracer, the binding table and static kernels accept it). A family is switched on when its
 #: lowering is complete; until then its types are refused with the usual "unsupported dtype" error.
 FAMILIES: dict[str, bool] = {
-    "narrow_float": False,  # f16 bf16 (storage narrow, arithmetic in f32)
+    "narrow_float": True,  # f16 bf16 (storage narrow, arithmetic in f32)
     "int_widths": True,  # i8 i16 ui8 ui16 ui32 ui64
 }
 

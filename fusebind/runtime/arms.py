@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import ml_dtypes
 
 from fusebind.compiler.cost import Cost
 from fusebind.dialect.errors import FusebindError
@@ -67,6 +68,9 @@ class RegionDecision:
     kernel: ResolvedKernel | None = None
 
 
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+
+
 def verify_results(decision: RegionDecision, fused: list[np.ndarray], ref: list[Any], action: str) -> bool:
     """True when the fused arm's results agree with arm 0's. A mismatch
     raises `FusedArmMismatch`, or with action "warn" warns and returns False
@@ -74,17 +78,21 @@ def verify_results(decision: RegionDecision, fused: list[np.ndarray], ref: list[
     agree = True
     for i, (f, r) in enumerate(zip(fused, ref)):
         r = np.asarray(r)
-        if f.dtype.kind == "f":
-            rtol, atol = (1e-4, 1e-5) if f.dtype == np.float32 else (1e-9, 1e-12)
-            ok = np.allclose(f, r, rtol=rtol, atol=atol, equal_nan=True)
+        floating = f.dtype.kind == "f" or f.dtype == _BFLOAT16
+        if floating:
+            # narrow floats: the fused arm rounds once, arm 0 after every op (docs/DTYPES.md): 16 of their eps
+            eps = float(np.finfo(f.dtype).eps)
+            rtol, atol = ((1e-4, 1e-5) if f.dtype == np.float32 else (1e-9, 1e-12) if f.dtype == np.float64
+                          else (16 * eps, 16 * eps))
+            ok = np.allclose(f.astype(np.float64), r.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True)
         else:
             ok = np.array_equal(f, r)
         if ok:
             continue
         diff = np.abs(f.astype(np.float64) - r.astype(np.float64))
         worst = float(np.nanmax(diff)) if diff.size else 0.0
-        bad = int(np.count_nonzero(~np.isclose(f, r, equal_nan=True))) if f.dtype.kind == "f" else int(
-            np.count_nonzero(f != r))
+        bad = int(np.count_nonzero(~np.isclose(f.astype(np.float64), r.astype(np.float64), equal_nan=True))) \
+            if floating else int(np.count_nonzero(f != r))
         msg = (f"fusebind verify: region @{decision.name} (FusedOpId {decision.fused_id}) result #{i}: the fused "
                f"arm differs from arm 0 in {bad} of {f.size} elements (max abs difference {worst:.6g}); "
                "the fused kernel bound for this region is wrong: rebuild or unbind it")

@@ -39,8 +39,8 @@ def test_on_numpy_arrays_it_computes_the_reference_with_numpy_s_dtype_rules() ->
     np.testing.assert_array_equal(cube(np.arange(3)), np.arange(3.0) ** 3)
     with pytest.raises(fb.UnsupportedOperation) as info:
         fb.jit(lambda m: cube(m))(np.array([True, False]))
-    assert str(info.value) == ("fusebind: in '<lambda>': mylib.cube of a bool array computes in float16, which "
-                               "fusebind has no dtype for; cast first: x.astype(np.float32)")
+    assert str(info.value) == ("fusebind: in '<lambda>': mylib.cube of a bool array is not supported: mylib.cube "
+                               "takes float32, float64; cast first: x.astype(np.float32)")
     with pytest.raises(fb.UnsupportedOperation) as info:
         hypot2(X32)
     assert str(info.value) == "mylib.hypot2() takes 2 operands (lhs, rhs), 1 given"

@@ -53,10 +53,10 @@ def test_dtype_maps_to_numpy_mlir_and_ctypes(name: str, np_dtype: type, ctype: t
 
 
 def test_dtype_rejects_unknown_names_and_numpy_types() -> None:
-    with pytest.raises(ValueError, match=r"unknown dtype 'f16': expected one of f32, f64, i32, i64, i1"):
-        DType.parse("f16")
-    with pytest.raises(ValueError, match=r"numpy dtype float16 has no fusebind DType"):
-        DType.from_numpy(np.float16)
+    with pytest.raises(ValueError, match=r"unknown dtype 'f8': expected one of f32, f64, i32, i64, i1, f16, bf16, "):
+        DType.parse("f8")
+    with pytest.raises(ValueError, match=r"numpy dtype complex64 has no fusebind DType"):
+        DType.from_numpy(np.complex64)
 
 
 def test_kernel_signature_dtypes_are_inputs_then_outputs() -> None:

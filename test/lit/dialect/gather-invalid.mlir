@@ -75,9 +75,9 @@ func.func @f(%a: tensor<5x3xf32>) {
 
 // -----
 
-func.func @f(%a: tensor<5x3xf16>, %i: tensor<4xi64>) {
-  // expected-error @+1 {{prim.gather: operand element type f16 is not supported; expected one of f32, f64, i32, i64, i1}}
-  %0 = prim.gather %a, %i {axis = 0} : (tensor<5x3xf16>, tensor<4xi64>) -> tensor<4x3xf16>
+func.func @f(%a: tensor<5x3xsi8>, %i: tensor<4xi64>) {
+  // expected-error @+1 {{prim.gather: operand element type si8 is not supported; expected one of f32, f64, i32, i64, i1}}
+  %0 = prim.gather %a, %i {axis = 0} : (tensor<5x3xsi8>, tensor<4xi64>) -> tensor<4x3xsi8>
   func.return
 }
 
