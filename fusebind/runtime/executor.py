@@ -223,6 +223,32 @@ class Executor:
         self.optimized_module: Any = module
         self.decisions: list[Any] = []  # the optimizer's decisions (fused / gated / rejected)
         self._lock = threading.RLock()
+        self.session.on_evict(self._drop_stale_plans)  # held weakly: the executor's life is its own
+
+    def _drop_stale_plans(self) -> None:
+        """The session evicted kernels (runtime/budget.py): drop the plans of older table generations
+        so the evicted kernels' code can be freed. A try-lock: it never blocks a thread binding kernels
+        (the next call re-plans anyway). A dropped fast path's counts move into the stats."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            generation = self.session.table.generation
+            self._plans = {sig: p for sig, p in self._plans.items() if p.generation == generation}
+            keep = {id(p.fast) for p in self._plans.values() if p.fast is not None}
+            s = self._stats
+            for f in self._fast_paths:
+                if id(f) not in keep:
+                    s.calls += f.calls
+                    s.plan_hits += f.calls
+                    s.arms.fused_calls += f.calls
+                    if s.profile:
+                        s.arms.fused_seconds = (s.arms.fused_seconds or 0.0) + f.seconds
+                        s.run_seconds = (s.run_seconds or 0.0) + f.seconds
+            self._fast_paths = [f for f in self._fast_paths if id(f) in keep]
+            if self.fast is not None and id(self.fast) not in keep:
+                self.fast = None
+        finally:
+            self._lock.release()
 
     # ------------------------------------------------------------------ calls
     def __call__(self, *args: Any, out: Any = None) -> Any:

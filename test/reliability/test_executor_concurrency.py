@@ -69,13 +69,20 @@ def test_threads_calling_jitted_functions_while_kernels_are_adopted(isolated_sta
     assert len(checked) == 8 * iterations
     for _, _, f in funcs:
         assert f.wait_compiled(WATCHDOG_S)
-    # Registrations: one runtime id per distinct recipe, one row per (id, dtypes); nothing failed.
+    # Registrations: one runtime id per distinct recipe, one row per (id, dtypes, kernel source): a
+    # dynamic-dim kernel is bound beside the static one (DYNAMIC-SHAPES.md), never twice; nothing failed.
     from fusebind.runtime.bindings import global_recipes
+    from fusebind.runtime.resolve import row_is_dynamic
 
     table = global_bindings()
-    rows = [(k, d) for k, d, _b, _row in table.rows() if k.is_runtime]
-    keys = {(k, d) for k, d in rows}
-    assert len(rows) == len(keys), f"duplicated rows: {len(rows)} rows for {len(keys)} keys"
+    rows = [(k, d, row.source) for k, d, _b, row in table.rows() if k.is_runtime]
+    assert len(rows) == len(set(rows)), f"duplicated rows: {len(rows)} rows for {len(set(rows))} sources"
+    per_key = {}
+    for k, d, _b, row in table.rows():
+        if k.is_runtime:
+            per_key.setdefault((k, d), []).append(row_is_dynamic(row))
+    assert all(len(v) <= 2 and len(set(v)) == len(v) for v in per_key.values()), per_key  # <= one static, one dynamic
+    keys = set(per_key)
     ids = {k.fused_id for k, _ in keys}
     assert ids == set(global_recipes().ids()), (sorted(ids), sorted(global_recipes().ids()))
     for _, _, f in funcs:

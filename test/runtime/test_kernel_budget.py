@@ -276,11 +276,6 @@ def test_the_budget_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     assert budget_mod.session_budget(s) == 5
 
 
-# The executor test below needs a change in a file the budget does not own (H-C's, issue 14):
-# it fails until the change lands (strict xfail), then must pass.
-NEEDS_EXECUTOR_HOOK = ("runtime/executor.py must drop plans of older generations on session.on_evict, "
-                       "so an idle executor does not keep evicted code mapped")
-
 
 def _executors(s: Session, sizes, cache: ObjectCache) -> dict[int, Executor]:
     return {n: Executor(parse_module(_module(n)), session=s, cache=cache) for n in sizes}
@@ -301,7 +296,6 @@ def test_an_executor_compiles_an_evicted_region_again_from_the_object_cache(deco
     assert (stats.arms.fused_calls, stats.arms.arm0_calls) == (2, 0)
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_EXECUTOR_HOOK)
 def test_an_idle_executor_does_not_keep_evicted_code_mapped(decomps, cache) -> None:
     s = Session("idle", kernel_budget=1)
     runs = _executors(s, SIZES[:2], cache)
