@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from fusebind.dialect.types import numpy_dtype
+from fusebind.dialect.types import ELEMENTS, numpy_dtype
 from fusebind.lowering.linalg_types import Dim, Value, op_attr, ttype
 from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder
 
@@ -95,13 +95,13 @@ def emit(em: Any, op: Any, args: list[Value], result_type: Any) -> Value:
         carried = acc
     scan, run, out = em.fresh("scan"), em.fresh("run"), em.fresh("t")
     em.lines.append(f"{scan}:2 = scf.for {ivs[axis]} = {em.index(0)} to {_size(em, shape[axis])} step {em.index(1)} "
-                    f"iter_args({run} = {identity}, {out} = {carried}) -> ({elem}, {t}) {{")
+                    f"iter_args({run} = {identity}, {out} = {carried}) -> ({ELEMENTS[elem].mlir}, {t}) {{")
     at = ", ".join(ivs[k] for k in range(len(shape)))
     v, put = em.fresh("v"), em.fresh("w")
     em.lines.append(f"{v} = tensor.extract {out if inplace else x.name}[{at}] : {t}")
     c = _combine(em, combine, elem, run, v)
     em.lines.append(f"{put} = tensor.insert {c} into {out}[{at}] : {t}")
-    em.lines.append(f"scf.yield {c}, {put} : {elem}, {t}")
+    em.lines.append(f"scf.yield {c}, {put} : {ELEMENTS[elem].mlir}, {t}")
     em.lines.append("}")
     inner = f"{scan}#1"
     for res in reversed(results):
@@ -136,7 +136,7 @@ def _c_order(em: Any, x: Value, axis: int, combine: str, identity: str, inplace:
     at_prev = ", ".join(prev_i if k == axis else iv for k, iv in enumerate(ivs))
     # at i = 0 this reads the result's element 0 before it is written; the select discards it
     em.lines.append(f"{raw} = tensor.extract {carried}[{at_prev}] : {t}")
-    em.lines.append(f"{prev} = arith.select {first}, {identity}, {raw} : {elem}")
+    em.lines.append(f"{prev} = arith.select {first}, {identity}, {raw} : {ELEMENTS[elem].mlir}")
     v, put = em.fresh("v"), em.fresh("w")
     em.lines.append(f"{v} = tensor.extract {carried if inplace else x.name}[{at}] : {t}")
     c = _combine(em, combine, elem, prev, v)

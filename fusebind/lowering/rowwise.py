@@ -152,7 +152,7 @@ def subview_type(full: Sequence[Any], memref_shape: Sequence[int | None], lead: 
         acc = acc * d if (acc is not None and d is not None) else None
     strides.reverse()
     dims = "".join(f"{d if isinstance(d, int) else '?'}x" for d in full[lead:])
-    return f"memref<{dims}{elem}, strided<[{', '.join(strides)}], offset: ?>>"
+    return f"memref<{dims}{storage(elem)}, strided<[{', '.join(strides)}], offset: ?>>"
 
 
 def slice_row(em: Any, value: Any, plan: RowPlan, ivs: list[str]) -> Any:
