@@ -59,7 +59,15 @@ NUMPY_NAMED: dict[str, Any] = {n: getattr(numpy_creation, n) for n in numpy_crea
 NUMPY_NAMED.update({n: getattr(np, n) for n in (
     "take", "take_along_axis", "choose", "pad", "einsum", "tensordot", "prod", "concatenate", "stack", "hstack", "vstack", "split", "array_split",
     "flip", "roll", "tile", "repeat", "broadcast_to", "expand_dims", "squeeze", "moveaxis", "swapaxes", "ravel",
-    "reshape", "tril", "triu", "diag", "diagonal", "trace")})
+    "reshape", "tril", "triu", "diag", "diagonal", "trace",
+    # issue 14's reductions and math under their numpy names (the ufuncs with an op of their own, such as
+    # fb.sin, are generated above): numpy's function, so on traced arrays numpy's dispatch to fusebind
+    "sum", "max", "min", "mean", "any", "all", "argmax", "argmin", "ptp", "var", "std", "cumsum", "cumprod",
+    "count_nonzero", "nanmax", "nanmin", "nansum", "nanmean", "nanprod", "nanvar", "nanstd", "nanargmax",
+    "nanargmin", "average", "floor", "ceil", "round", "around", "fix", "trunc", "rint", "sign", "square",
+    "reciprocal", "isnan", "isinf", "isfinite", "nan_to_num", "clip", "fmax", "fmin", "heaviside", "mod",
+    "divmod", "logical_and", "logical_or", "logical_xor", "logical_not", "dot", "inner", "outer", "vdot")
+    if n not in GENERATED})
 COMPOSITES.update({n: f"numpy.{n}" for n in NUMPY_NAMED})
 #: the functional updates (at.py), JAX's form; on numpy arrays, numpy's update of a copy
 NUMPY_NAMED.update(at=_at, put_along_axis=_put_along_axis)
