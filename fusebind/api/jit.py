@@ -97,7 +97,7 @@ class JitStats(ArmStats):
         return self.plan_hits
 
     def __repr__(self) -> str:
-        from fusebind.runtime.executor import format_stats
+        from fusebind.runtime.executor_stats import format_stats
 
         return format_stats("JitStats", {name: getattr(self, name) for name in _STATS_ORDER}, self.profile)
 

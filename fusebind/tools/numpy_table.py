@@ -24,7 +24,7 @@ from typing import Any, Sequence, TextIO
 
 import numpy as np
 
-from fusebind.api import functions, numpy_dispatch, numpy_reductions, numpy_ufuncs
+from fusebind.api import functions, numpy_dispatch, numpy_reductions, numpy_scans, numpy_ufuncs
 from fusebind.api.trace import Tracer
 from fusebind.dialect.registry import registered_ops
 
@@ -53,6 +53,7 @@ def rows() -> list[tuple[str, str]]:
         ("ufuncs, composed of prim ops", _names(n for n in numpy_ufuncs.ELEMENTWISE if n not in generated)),
         ("gufuncs", _names(numpy_ufuncs._GUFUNCS)),
         ("`ufunc.reduce`", _names(numpy_reductions._REDUCE_KIND)),
+        ("`ufunc.accumulate`", _names(numpy_scans.ACCUMULATE_KINDS)),
         ("`ufunc.outer`", "every binary ufunc above"),
         ("numpy functions", _names(_public(f) for f in mapped if not _public(f).startswith("linalg."))),
         ("`numpy.linalg` functions", _names(_public(f) for f in mapped if _public(f).startswith("linalg."))),
