@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError, VerifyException
@@ -274,10 +274,24 @@ def verify_with_locations(module: Operation, source_map: SourceMap | None = None
                 message = _last_message(str(err))
             except Exception as err:
                 message = f"{op.name}: {type(err).__name__}: {err}"
+        if message is None:
+            message = _non_ascii_string(op)
         if message is not None:
             line, col = sm.location(op)
             diags.append(Diagnostic(message, line, col))
     return diags
+
+
+def _non_ascii_string(op: Operation) -> str | None:
+    """A string attribute with a non-ASCII character, which xDSL's printer escapes as
+    UTF-8 bytes that its parser then reads back as bytes, not a string: refused, so every module
+    fusebind accepts prints and parses back."""
+    for name, attr in (*op.properties.items(), *op.attributes.items()):
+        data = getattr(attr, "data", None)
+        if isinstance(attr, StringAttr) and isinstance(data, str) and not data.isascii():
+            return (f"{op.name}: the string {name} = {data!r} has a non-ASCII character; use ASCII "
+                    "names and strings (escapes such as \\09 are fine)")
+    return None
 
 
 def _last_message(text: str) -> str:

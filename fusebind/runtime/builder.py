@@ -172,6 +172,8 @@ class StepBuilder:
         kernel_ok = all(s is not None for s in shapes) and (not isinstance(op, ShapeOp) or op.KIND == "transpose")
         if isinstance(op, MatmulOp) and any(len(s or ()) != 2 for s in shapes):
             kernel_ok = False  # the static matmul kernel is 2-d only
+        if not getattr(op, "kernel_computable", lambda: True)():
+            kernel_ok = False  # its reference is its meaning (prim.check raises; a traced integer exponent)
         if kernel_ok:
             resolved = self._resolve_static(op)
             if resolved is not None:
