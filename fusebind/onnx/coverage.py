@@ -32,6 +32,10 @@ KNOWN_FAILURES = {
                             "in float32): near-zero imaginary parts of 1.9e-7, where atol is 1e-7; fusebind's float64 "
                             "DFT matrix gives 5.6e-16 (onnxruntime misses by 1.9e-5)",
     "test_dft_inverse_opset19_cpu": "as test_dft_inverse_cpu (the same data at opset 19)",
+    "test_attention_4d_causal_fp16_expanded_cpu": "2 of 192 elements one float16 ulp apart (4.9e-4 at 0.47, rtol "
+                                                  "1e-3): fusebind computes a fused region's float16 values in "
+                                                  "float32 and rounds once (docs/DTYPES.md), the reference rounds "
+                                                  "after every op of the expanded graph",
 }
 
 START, END = "<!-- claims:start -->", "<!-- claims:end -->"

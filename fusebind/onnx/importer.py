@@ -146,7 +146,7 @@ PARAM_INPUTS: dict[str, tuple[int, ...]] = {
     "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,),
     "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSum": (1,), "ReduceLogSumExp": (1,),
     "ReduceSumSquare": (1,), "CenterCropPad": (1,), "Col2Im": (1, 2), "DFT": (1, 2), "STFT": (1, 3),
-    "Adagrad": (1,), "Adam": (1,), "Momentum": (1,), "AffineGrid": (1,), "Dropout": (1, 2),
+    "Adagrad": (1,), "Adam": (1,), "Momentum": (1,), "AffineGrid": (1,),
     "HannWindow": (0,), "HammingWindow": (0,), "BlackmanWindow": (0,), "MelWeightMatrix": (0, 1, 2, 3, 4),
 }
 
