@@ -31,6 +31,7 @@ from onnx import helper, numpy_helper, shape_inference, version_converter
 import fusebind as fb
 from fusebind.api.capture import ConstantArray
 from fusebind.dialect.errors import FusebindError, UnsupportedOperation
+from fusebind.onnx import fold
 from fusebind.onnx.dtypes import numpy_dtype_of
 from fusebind.onnx.registry import HANDLERS, NodeContext, UnsupportedModel, handler_for
 
@@ -307,6 +308,8 @@ def _load_handlers() -> None:
     import fusebind.onnx.ops_grid  # noqa: F401
     import fusebind.onnx.ops_select  # noqa: F401
     import fusebind.onnx.ops_linear_attention  # noqa: F401
+    import fusebind.onnx.ops_conv  # noqa: F401
+    import fusebind.onnx.ops_sequence  # noqa: F401
 
 
 def import_model(model: Any, *, target_opset: int = TARGET_OPSET, const_limit: int = CONST_LIMIT,
@@ -329,6 +332,7 @@ def import_model(model: Any, *, target_opset: int = TARGET_OPSET, const_limit: i
         proto = shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
     except Exception:  # inference is advice: handlers see None where it gave up
         pass
+    proto = fold.rewrite(proto)
     graph = proto.graph
     opset = model_opset(proto)
 

@@ -1,0 +1,3 @@
+"""Handlers of the sequence ops (SEAM: filled by the sequences helper)."""
+
+from __future__ import annotations
