@@ -1,0 +1,106 @@
+"""bench/bench_onnx.py runs, checks fusebind against onnxruntime before timing, and reports rows.
+
+No wall-clock assertions: its timings are benchmarks, not tests. The default run times the
+transformer block at its --quick size at one pinned core (one child process); the long variant
+(FUSEBIND_LONG=1) adds all cores, the compile-time section and the profile mode.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+pytest.importorskip("onnxruntime")
+
+from bench import bench_onnx  # noqa: E402
+from bench.onnx_models import MODELS, OnnxModel, transformer_block  # noqa: E402
+
+LONG = os.environ.get("FUSEBIND_LONG", "").strip().lower() in ("1", "true", "yes", "on")
+TIME = r"[\d.]+ (?:ns|µs|ms|s)"
+
+
+def _row(text: str, model: str, threads: str) -> list[str]:
+    rows = [line for line in text.splitlines() if line.startswith(f"| {model} | {threads} (")]
+    assert len(rows) == 1, text
+    return [c.strip() for c in rows[0].strip("|").split("|")]
+
+
+def test_quick_run_times_the_block_after_checking_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench_onnx.main(["--quick", "--models", "block-s128", "--threads", "1", "--no-compile"]) == 0
+    text = capsys.readouterr().out
+    cells = _row(text, "block-s128", "1")
+    assert cells[1] == "1 (1 pinned core)"
+    for c in cells[2:6]:  # fusebind and onnxruntime, min and median
+        assert re.fullmatch(TIME, c), cells
+    assert re.fullmatch(r"[\d.]+×", cells[6]), cells
+    err = float(re.fullmatch(r"✓ \(max abs err (\S+)\)", cells[7]).group(1))
+    assert err < 1e-4, cells
+    assert "threads=1" in text and "Errors" not in text  # BLAS in the pinned child runs one thread
+
+
+def test_a_wrong_output_is_an_error_not_a_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = bench_onnx._fusebind
+
+    def off_by_one(proto, feeds, threads):  # noqa: ANN001, ANN202
+        f, outs = real(proto, feeds, threads)
+        return f, [o + np.float32(1e-2) for o in outs]
+    monkeypatch.setattr(bench_onnx, "_fusebind", off_by_one)
+    res = bench_onnx.child_time(["block-s128"], 1, quick=True)
+    assert res["rows"] == []
+    assert len(res["errors"]) == 1
+    assert re.match(r"block-s128 at 1 thread\(s\): RuntimeError: block-s128: output 0 differs from onnxruntime's "
+                    r"\(max abs err 0\.01\d*, rtol=0\.001, atol=0\.0001\)", res["errors"][0]), res["errors"]
+
+
+def test_a_refused_model_is_a_skipped_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model fusebind does not run (strings) but onnxruntime does: the row says why, nothing is timed."""
+    node = helper.make_node("StringNormalizer", ["s"], ["y"], case_change_action="UPPER", locale="C")
+    graph = helper.make_graph([node], "strings", [helper.make_tensor_value_info("s", TensorProto.STRING, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.STRING, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    monkeypatch.setitem(MODELS, "strings", OnnxModel("strings", "transformer", "strings", "strings",
+                                                     lambda quick: model,
+                                                     lambda m: {"s": np.array(["a", "b"], dtype=object)}))
+    res = bench_onnx.child_time(["strings"], 1, quick=True)
+    assert res["errors"] == []
+    (row,) = res["rows"]
+    assert "fusebind_min" not in row
+    assert row["skipped"].startswith("value 's': the element type STRING is not one fusebind has"), row
+    text = bench_onnx.timing_table(res["rows"])
+    assert re.search(r"\| strings \| 1 \(\d+ cores?\) \| skipped: value 's': the element type STRING", text), text
+
+
+def test_the_block_builder_is_the_one_of_onnx_1_2() -> None:
+    """Same graph as test/onnx/transformer_block_model.py (op sequence), at the bench's sizes."""
+    ops = [n.op_type for n in transformer_block(seq=16, dim=64, heads=4, vocab=64).graph.node]
+    assert ops[:3] == ["Gather", "Add", "LayerNormalization"]
+    assert ops.count("MatMul") == 8 and ops.count("Softmax") == 1 and ops.count("Gelu") == 1
+    assert ops[-1] == "Add"
+
+
+def test_write_block_replaces_only_its_block(tmp_path: Path) -> None:
+    path = tmp_path / "RESULTS.md"
+    path.write_text(f"# R\n\n{bench_onnx.BEGIN}\nold\n{bench_onnx.END}\n\ntail\n", encoding="utf-8")
+    bench_onnx.write_block(path, "new")
+    assert path.read_text(encoding="utf-8") == f"# R\n\n{bench_onnx.BEGIN}\nnew\n{bench_onnx.END}\n\ntail\n"
+
+
+@pytest.mark.skipif(not LONG, reason="two more children and two compile processes: FUSEBIND_LONG=1 runs it")
+def test_quick_run_with_all_cores_compile_times_and_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench_onnx.main(["--quick", "--models", "block-s128,bert-layer"]) == 0
+    text = capsys.readouterr().out
+    n = bench_onnx.all_cores()
+    for model in ("block-s128", "bert-layer"):
+        assert _row(text, model, "1")[7].startswith("✓")
+        assert _row(text, model, str(n))[7].startswith("✓")
+        compile_row = [line for line in text.splitlines() if line.startswith(f"| {model} | ") and "compiled)" in line]
+        assert len(compile_row) == 1, text
+        assert re.search(r"\(\d+ cache hits, 0 compiled\)", compile_row[0]), compile_row
+    assert bench_onnx.main(["--quick", "--profile", "bert-layer", "--threads", "1"]) == 0
+    prof = capsys.readouterr().out
+    assert re.search(r"\| prim\.matmul \| \d+ \| " + TIME, prof) and "region (fused)" in prof, prof
