@@ -356,7 +356,7 @@ def run(models: Sequence[str], threads: Sequence[str], quick: bool, compile_time
         blas.append(f"{t}: " + "; ".join(res["blas"]))
     md = [f"## ONNX models against onnxruntime (bench/bench_onnx.py, {'quick' if quick else 'full'} run)", "",
           environment_header(command, {k: os.environ.get(k) for k in REMOVED_ENV}),
-          "- BLAS in the timing children (threads column: BLAS as loaded): " + " | ".join(blas), "",
+          "- numpy's OpenBLAS (fusebind's matmuls) in the timing children, by threads row: " + " | ".join(blas), "",
           "Each model runs in a child process: `1` = pinned to one core (os.sched_setaffinity), "
           "OPENBLAS_NUM_THREADS=1, fusebind `threads=1`, onnxruntime `intra_op_num_threads=1`; "
           f"the other row = all {all_cores()} cores, fusebind `threads={all_cores()}`, onnxruntime "
