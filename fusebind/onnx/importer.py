@@ -34,6 +34,7 @@ from fusebind.dialect.errors import FusebindError, UnsupportedOperation
 from fusebind.onnx import fold
 from fusebind.onnx.dtypes import numpy_dtype_of
 from fusebind.onnx.registry import HANDLERS, NodeContext, UnsupportedModel, handler_for
+from fusebind.onnx.values import SequenceValue
 
 #: the opset of the default domain older models are upgraded to (the node suite's opsets are 1..28;
 #: the shipped model kinds 6..12)
@@ -48,6 +49,9 @@ _REFUSED = {
     "Scan": "control flow",
 }
 _DEFAULT_DOMAINS = ("", "ai.onnx")
+#: why a sequence may not cross the jitted function's boundary: it is a Python tuple while tracing
+_SEQUENCE_BOUNDARY = ("a graph input or output of sequence type (fusebind's graph inputs and outputs are "
+                      "tensors; sequences only inside a graph)")
 
 
 def _load(model: Any) -> onnx.ModelProto:
@@ -81,13 +85,28 @@ def upgrade(model: onnx.ModelProto, target: int = TARGET_OPSET) -> onnx.ModelPro
         return model
 
 
-def _type_info(vtype: Any, where: str) -> tuple[tuple[int | None, ...] | None, np.dtype | None]:
-    """(shape, dtype) of a value's TypeProto; UnsupportedModel for sequences, maps, optionals, strings."""
+def _type_info(vtype: Any, where: str, *,
+               inside: bool = False) -> tuple[tuple[int | None, ...] | None, np.dtype | None]:
+    """(shape, dtype) of a value's TypeProto; UnsupportedModel for maps, optionals, strings, and for
+    sequences except sequences of tensors inside the graph (`inside`: not a graph input or output),
+    which are (None, None) here (a SequenceValue while tracing: ops_sequence.py)."""
     kind = vtype.WhichOneof("value")
     if kind is None:
         return None, None
+    if kind == "sequence_type":
+        if not inside:
+            raise UnsupportedModel(f"{where}: {_SEQUENCE_BOUNDARY}")
+        elem = vtype.sequence_type.elem_type
+        elem_kind = elem.WhichOneof("value")
+        if elem_kind not in (None, "tensor_type"):
+            raise UnsupportedModel(f"{where}: a sequence of {elem_kind.replace('_type', '')} values (fusebind's "
+                                   "sequences hold tensors)")
+        if elem_kind and elem.tensor_type.elem_type:
+            numpy_dtype_of(elem.tensor_type.elem_type, where)
+        return None, None
     if kind != "tensor_type":
-        raise UnsupportedModel(f"{where}: a value of {kind.replace('_type', '')} type (fusebind has tensors only)")
+        raise UnsupportedModel(f"{where}: a value of {kind.replace('_type', '')} type (fusebind has tensors, and "
+                               "sequences of tensors inside a graph)")
     tt = vtype.tensor_type
     dtype = numpy_dtype_of(tt.elem_type, where) if tt.elem_type else None
     if not tt.HasField("shape"):
@@ -149,13 +168,16 @@ PARAM_INPUTS: dict[str, tuple[int, ...]] = {
     "ReduceSumSquare": (1,), "CenterCropPad": (1,), "Col2Im": (1, 2), "DFT": (1, 2), "STFT": (1, 3),
     "Adagrad": (1,), "Adam": (1,), "Momentum": (1,), "AffineGrid": (1,),
     "HannWindow": (0,), "HammingWindow": (0,), "BlackmanWindow": (0,), "MelWeightMatrix": (0, 1, 2, 3, 4),
+    "SequenceInsert": (2,), "SequenceErase": (1,), "SequenceAt": (1,), "SplitToSequence": (1,),
 }
+#: producers whose output values are known from shapes or lengths alone (param_inputs stops there)
+_STATIC_VALUED = ("Shape", "Size", "SequenceLength")
 
 
 def param_inputs(order: Sequence[Any], graph_inputs: set[str]) -> set[str]:
     """The graph inputs whose values are parameters of some op (PARAM_INPUTS), found by walking back
     from each parameter position through the nodes that produce it (not through Shape/Size, whose
-    values are known from shapes)."""
+    values are known from shapes, nor through SequenceLength, whose value is the static length)."""
     producer = {out: n for n in order for out in n.output if out}
     found: set[str] = set()
     seen: set[str] = set()
@@ -167,7 +189,7 @@ def param_inputs(order: Sequence[Any], graph_inputs: set[str]) -> set[str]:
         seen.add(name)
         if name in graph_inputs:
             found.add(name)
-        elif name in producer and producer[name].op_type not in ("Shape", "Size"):
+        elif name in producer and producer[name].op_type not in _STATIC_VALUED:
             stack.extend(i for i in producer[name].input if i)
     return found
 
@@ -211,6 +233,11 @@ class ImportedModel:
         env = dict(env)
         for ctx, handler in zip(self.contexts, self._handlers):
             inputs = [env[name] if name else None for name in ctx.input_names]
+            if not getattr(handler, "takes_sequences", False):
+                seq_in = [n for n, v in zip(ctx.input_names, inputs) if isinstance(v, SequenceValue)]
+                if seq_in:
+                    raise UnsupportedModel(f"{ctx.where()}: its input {seq_in[0]!r} is a sequence; fusebind's "
+                                           f"{ctx.op_type} takes tensors (sequences go to the Sequence* ops)")
             try:
                 out = handler(ctx, *inputs)
             except UnsupportedModel:
@@ -227,6 +254,9 @@ class ImportedModel:
             for name, value in zip(names, outs):
                 if name:
                     env[name] = _as_value(value)
+        seq_out = [n for n in self.output_names if isinstance(env[n], SequenceValue)]
+        if seq_out:
+            raise UnsupportedModel(f"value {seq_out[0]!r}: {_SEQUENCE_BOUNDARY}")
         return tuple(env[name] for name in self.output_names)
 
     def _arrays(self, inputs: Sequence[Any]) -> list[np.ndarray]:
@@ -289,7 +319,10 @@ def _as_value(value: Any) -> Any:
     """A handler's output: traced values as they are; numpy values (folded constants) up to
     CONST_LIMIT elements as fb.constant, so that a later traced op bakes them in; larger ones (a
     weight in a Constant node) stay plain arrays, which a traced op captures as a hidden argument
-    (passed by reference at each call) instead of writing them into the IR."""
+    (passed by reference at each call) instead of writing them into the IR. A SequenceValue: its
+    tensors so."""
+    if isinstance(value, SequenceValue):
+        return SequenceValue([_as_value(v) for v in value.items], value.dtype)
     if isinstance(value, (np.ndarray, np.generic)) and not isinstance(value, ConstantArray):
         arr = np.asarray(value)
         return fb.constant(arr) if arr.size <= CONST_LIMIT else arr
@@ -338,8 +371,10 @@ def import_model(model: Any, *, target_opset: int = TARGET_OPSET, const_limit: i
 
     init_names = {t.name for t in graph.initializer}
     types: dict[str, tuple[Any, Any]] = {}
+    boundary = {vi.name for vi in list(graph.input) + list(graph.output)}
     for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
-        types[vi.name] = _type_info(vi.type, f"value {vi.name!r}")
+        types[vi.name] = _type_info(vi.type, f"value {vi.name!r}", inside=vi.name not in boundary)
+    sequences = {vi.name for vi in graph.value_info if vi.type.WhichOneof("value") == "sequence_type"}
 
     constants: dict[str, ConstantArray] = {}
     weights: list[np.ndarray] = []
@@ -379,7 +414,12 @@ def import_model(model: Any, *, target_opset: int = TARGET_OPSET, const_limit: i
         ctx = NodeContext(node=node, attrs=_attrs(node, where), opset=node_opset, input_names=list(node.input),
                           shapes=[types.get(i, (None, None))[0] for i in node.input],
                           dtypes=[types.get(i, (None, None))[1] for i in node.input], importer=imported)
-        handlers.append(handler_for(ctx, domain).fn)
+        fn = handler_for(ctx, domain).fn
+        seq_in = [i for i in node.input if i in sequences]
+        if seq_in and not getattr(fn, "takes_sequences", False):
+            raise UnsupportedModel(f"{where}: its input {seq_in[0]!r} is a sequence; fusebind's {node.op_type} "
+                                   "takes tensors (sequences go to the Sequence* ops)")
+        handlers.append(fn)
         contexts.append(ctx)
     imported._handlers = handlers
 

@@ -5,6 +5,9 @@ traced; the helpers every ops_*.py module of fusebind's own handlers shares.
 UnsupportedModel naming the input), `norm_axis`, `lift` (a constant table made a traced
 constant when its indices are traced: numpy's take dispatches on the table alone) and
 `const_inputs` (the decorator that declares which input positions a handler needs as values).
+`SequenceValue` is an ONNX sequence inside a traced graph (a tuple of values, its length static);
+`takes_sequences` marks the handlers that accept one (the importer refuses a sequence given to any
+other handler).
 """
 
 from __future__ import annotations
@@ -66,6 +69,30 @@ def const_inputs(*positions: int) -> Any:
         fn.const_inputs = tuple(positions)
         return fn
     return mark
+
+
+class SequenceValue:
+    """An ONNX sequence while the graph is traced: `items`, its tensors in order (traced arrays or
+    folded constants), and `dtype`, their element type (an empty sequence still has one). The length
+    is static: every position a sequence op takes is known when tracing (importer.PARAM_INPUTS)."""
+
+    __slots__ = ("items", "dtype")
+
+    def __init__(self, items: Sequence[Any], dtype: Any) -> None:
+        self.items = tuple(items)
+        self.dtype = np.dtype(dtype)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __repr__(self) -> str:
+        return f"SequenceValue({len(self.items)} x {self.dtype})"
+
+
+def takes_sequences(fn: Any) -> Any:
+    """Mark a handler as one that accepts SequenceValue inputs (the sequence ops): `fn.takes_sequences`."""
+    fn.takes_sequences = True
+    return fn
 
 
 def _const_i64(values: Any) -> np.ndarray:
