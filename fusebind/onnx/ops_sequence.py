@@ -57,7 +57,7 @@ def _position(ctx: NodeContext, x: Any, n: int, *, end_ok: bool) -> int:
 
 def _same_dtype(ctx: NodeContext, x: Any, dtype: np.dtype) -> None:
     if np.dtype(x.dtype) != dtype:
-        raise ctx.unsupported(f"a {np.dtype(x.dtype)} tensor with a sequence of {dtype} (ONNX's sequences hold "
+        raise ctx.unsupported(f"a tensor of {np.dtype(x.dtype)} in a sequence of {dtype} (ONNX's sequences hold "
                               "one element type)")
 
 

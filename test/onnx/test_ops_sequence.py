@@ -8,6 +8,7 @@ sequence models of the backend suite by name, at the suite's tolerances. The gra
 from __future__ import annotations
 
 import os
+import unittest
 import warnings
 
 import numpy as np
@@ -95,12 +96,20 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("folded", [False, True], ids=["traced", "folded"])
 @pytest.mark.parametrize("name, nodes, inits", CASES, ids=[c[0] for c in CASES])
-def test_each_op_against_the_reference(name, nodes, inits):
+def test_each_op_against_the_reference(name, nodes, inits, folded):
+    """Traced: x, y, z are graph inputs; folded: they are (small) initializers, so every sequence holds
+    constants and the ops run on numpy at import."""
     outs = [o for node in nodes for o in node.output if node.op_type not in
             ("SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceErase", "SplitToSequence")]
-    m = model(nodes, XYZ, [(o, TensorProto.UNDEFINED, None) for o in outs], inits)
-    check(m, {"x": X, "y": Y, "z": Z})
+    feeds = {"x": X, "y": Y, "z": Z}
+    if folded:
+        inits = list(inits) + [numpy_helper.from_array(v, k) for k, v in feeds.items()]
+        m, feeds = model(nodes, [], [(o, TensorProto.UNDEFINED, None) for o in outs], inits), {}
+    else:
+        m = model(nodes, XYZ, [(o, TensorProto.UNDEFINED, None) for o in outs], inits)
+    check(m, feeds)
 
 
 def test_folded_when_every_tensor_is_constant():
@@ -260,12 +269,12 @@ def test_bad_splits_dtypes_and_an_empty_concat_are_named():
                                        "positive size)")
     assert refusal([n("Cast", ["x"], ["k"], to=I32), n("SequenceConstruct", ["x", "k"], ["s"]),
                     n("SequenceLength", ["s"], ["o"])]) == (
-        "node 's' (SequenceConstruct, opset 21): a int32 tensor with a sequence of float32 (ONNX's sequences hold "
-        "one element type)")
+        "node 's' (SequenceConstruct, opset 21): a tensor of int32 in a sequence of float32 (ONNX's sequences "
+        "hold one element type)")
     assert refusal([n("SequenceEmpty", [], ["e"], dtype=I64), n("SequenceInsert", ["e", "x"], ["s"]),
                     n("SequenceLength", ["s"], ["o"])]) == (
-        "node 's' (SequenceInsert, opset 21): a float32 tensor with a sequence of int64 (ONNX's sequences hold one "
-        "element type)")
+        "node 's' (SequenceInsert, opset 21): a tensor of float32 in a sequence of int64 (ONNX's sequences hold "
+        "one element type)")
     assert refusal([n("SequenceEmpty", [], ["e"]), n("ConcatFromSequence", ["e"], ["o"], axis=0)],
                    error=FusebindValueError) == (
         "node 'o' (ConcatFromSequence, opset 21): an empty sequence has no tensors to concatenate")
@@ -289,7 +298,10 @@ def _tensors(directory, prefix):
 @pytest.mark.parametrize("case", [f"test_sequence_model{i}" for i in range(1, 9)])
 def test_the_simple_sequence_models(case):
     """The backend suite's case, its way: prepare, run its data set, compare at rtol 1e-3 / atol 1e-7."""
-    rep = backend.prepare(onnx.load(os.path.join(SIMPLE, case, "model.onnx")))
+    try:
+        rep = backend.prepare(onnx.load(os.path.join(SIMPLE, case, "model.onnx")))
+    except unittest.SkipTest as e:  # (what prepare said before sequences: a skip here is a failure)
+        pytest.fail(f"{case} is skipped: {e}")
     data = os.path.join(SIMPLE, case, "test_data_set_0")
     got = rep.run(_tensors(data, "input"))
     want = _tensors(data, "output")
