@@ -4,7 +4,8 @@ Owns `import_model` / `ImportedModel`: the model is loaded (a path, bytes or a p
 with `onnx.version_converter` to `TARGET_OPSET` when it is older (the converter fails on some
 models: they are imported at their own opset, which every handler must then cover; models newer
 than the target are imported at their own opset too, never downgraded), shape-inferred, checked
-(every node has a handler at its opset, every value is a tensor of an element type fusebind has),
+(every node has a handler at its opset, every value is a tensor of an element type fusebind has,
+or a sequence of them inside the graph: a graph's own inputs and outputs are tensors),
 and turned into a Python function that runs the handlers node by node in topological order.
 That function is wrapped in `fb.jit`, so tracing it builds one prim module of the whole graph and
 fusion sees the model as it sees traced code.
