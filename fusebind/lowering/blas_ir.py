@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["BLAS_GEMMS", "GEMMS", "NARROW", "NARROW_GEMMS", "Gemm", "blas_thunk_ir", "compile_blas_thunk",
-           "narrow_blas_thunk_ir"]
+           "narrow_blas_thunk_ir", "trans_suffix"]
 
 
 @dataclass(frozen=True)
@@ -58,23 +58,27 @@ NARROW: dict[str, tuple[str, str]] = {
 _DESC = "{ ptr, ptr, i64, [2 x i64], [2 x i64] }"  # a rank-2 memref descriptor
 
 
-def _load(t: str, arg: str, p: str) -> str:
+def _load(t: str, arg: str, p: str, transposed: bool = False) -> str:
     """Read descriptor `arg` into %<p>.ptr (first element), .d0/.d1 (sizes), .trans
-    (111 NoTrans when rows are unit-stride or one column wide, else 112 Trans) and .ld."""
+    (111 NoTrans when rows are unit-stride or one column wide, else 112 Trans) and .ld.
+    `transposed`: the operand is the transpose of the array the descriptor holds, read by
+    swapping its two sizes and two strides (the view `x.T` is, with no copy): a row-major x
+    then comes out as a column-major operand, which the gemm takes as its Trans flag."""
     desc = _DESC
+    i0, i1 = (1, 0) if transposed else (0, 1)
     return f"""
   %{p}.al = getelementptr {desc}, ptr %{arg}, i32 0, i32 1
   %{p}.base = load ptr, ptr %{p}.al
   %{p}.offp = getelementptr {desc}, ptr %{arg}, i32 0, i32 2
   %{p}.off = load i64, ptr %{p}.offp
   %{p}.ptr = getelementptr {t}, ptr %{p}.base, i64 %{p}.off
-  %{p}.s0p = getelementptr {desc}, ptr %{arg}, i32 0, i32 3, i64 0
+  %{p}.s0p = getelementptr {desc}, ptr %{arg}, i32 0, i32 3, i64 {i0}
   %{p}.d0 = load i64, ptr %{p}.s0p
-  %{p}.s1p = getelementptr {desc}, ptr %{arg}, i32 0, i32 3, i64 1
+  %{p}.s1p = getelementptr {desc}, ptr %{arg}, i32 0, i32 3, i64 {i1}
   %{p}.d1 = load i64, ptr %{p}.s1p
-  %{p}.t0p = getelementptr {desc}, ptr %{arg}, i32 0, i32 4, i64 0
+  %{p}.t0p = getelementptr {desc}, ptr %{arg}, i32 0, i32 4, i64 {i0}
   %{p}.st0 = load i64, ptr %{p}.t0p
-  %{p}.t1p = getelementptr {desc}, ptr %{arg}, i32 0, i32 4, i64 1
+  %{p}.t1p = getelementptr {desc}, ptr %{arg}, i32 0, i32 4, i64 {i1}
   %{p}.st1 = load i64, ptr %{p}.t1p
   %{p}.unit = icmp eq i64 %{p}.st1, 1
   %{p}.narrow = icmp sle i64 %{p}.d1, 1
@@ -86,17 +90,18 @@ def _load(t: str, arg: str, p: str) -> str:
   %{p}.ld = call i64 @llvm.smax.i64(i64 %{p}.ld.s, i64 1)"""
 
 
-def blas_thunk_ir(elem: str, gemm_address: int, name: str) -> str:
+def blas_thunk_ir(elem: str, gemm_address: int, name: str, trans: tuple[bool, bool] = (False, False)) -> str:
     """LLVM IR of `_mlir_ciface_<name>(A*, B*, C*)`: reads the three rank-2 memref
     descriptors and calls cblas_?gemm(RowMajor, tA, tB, M, N, K, 1, A, lda, B, ldb, 0, C, ldc)
     at `gemm_address`. A transposed (column-unit-stride) operand is passed as Trans; others
-    need a unit inner stride."""
+    need a unit inner stride. `trans` (for A, B): the thunk computes op(A) @ op(B) with op the
+    transpose where set, the descriptor holding the untransposed array (`_load`)."""
     t = GEMMS[elem].ctype
     return f"""declare i64 @llvm.smax.i64(i64, i64)
 
 define void @_mlir_ciface_{name}(ptr %a, ptr %b, ptr %c) {{
-{_load(t, "a", "A")}
-{_load(t, "b", "B")}
+{_load(t, "a", "A", trans[0])}
+{_load(t, "b", "B", trans[1])}
 {_load(t, "c", "C")}
   %fn = inttoptr i64 {gemm_address} to ptr
   %ldc = call i64 @llvm.smax.i64(i64 %C.d1, i64 1)
@@ -144,7 +149,7 @@ def _widen(elem: str, src: str, dst: str, rows: str, cols: str) -> str:
     return f"  br label %{dst}.pre\n{dst}.pre:" + _copy_loop(dst, rows, cols, body)
 
 
-def narrow_blas_thunk_ir(elem: str, gemm_address: int, name: str) -> str:
+def narrow_blas_thunk_ir(elem: str, gemm_address: int, name: str, trans: tuple[bool, bool] = (False, False)) -> str:
     """LLVM IR of `_mlir_ciface_<name>(A*, B*, C*)` for a narrow float (f16, bf16): A (M x K) and
     B (K x N), any strides, are widened into contiguous f32 buffers, sgemm computes C in f32
     (f32 accumulation), and each element of C is rounded once to `elem` (round to nearest even)."""
@@ -160,8 +165,8 @@ declare void @free(ptr)
 
 define void @_mlir_ciface_{name}(ptr %a, ptr %b, ptr %c) {{
 entry:
-{_load(t, "a", "A")}
-{_load(t, "b", "B")}
+{_load(t, "a", "A", trans[0])}
+{_load(t, "b", "B", trans[1])}
 {_load(t, "c", "C")}
   %na = mul i64 %A.d0, %A.d1
   %nb = mul i64 %B.d0, %B.d1
@@ -192,11 +197,18 @@ cn.pre:{_copy_loop("cn", "C.d0", "C.d1", store)}
 """
 
 
-def compile_blas_thunk(elem: str, gemm_address: int) -> tuple[bytes, str]:
-    """(object code, exported symbol) of the `elem` thunk calling the gemm at `gemm_address`."""
+def trans_suffix(trans: tuple[bool, bool]) -> str:
+    """The name suffix of a thunk variant: '' for (False, False), else '_tn', '_nt' or '_tt'."""
+    return "" if not any(trans) else "_" + "".join("t" if t else "n" for t in trans)
+
+
+def compile_blas_thunk(elem: str, gemm_address: int, trans: tuple[bool, bool] = (False, False)) -> tuple[bytes, str]:
+    """(object code, exported symbol) of the `elem` thunk calling the gemm at `gemm_address`;
+    `trans`: which operands it reads transposed (blas_thunk_ir)."""
     from fusebind.lowering.codegen import compile_llvm_ir
 
     gemm = BLAS_GEMMS[elem]
-    entry = gemm.entry
+    name = f"fb_blas_{gemm.short}{trans_suffix(trans)}"
+    entry = f"_mlir_ciface_{name}"
     make = narrow_blas_thunk_ir if elem in NARROW else blas_thunk_ir
-    return compile_llvm_ir(make(elem, gemm_address, f"fb_blas_{gemm.short}"), entry), entry
+    return compile_llvm_ir(make(elem, gemm_address, name, tuple(trans)), entry), entry

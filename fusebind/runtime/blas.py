@@ -20,7 +20,7 @@ from typing import Any
 
 from fusebind.dialect.errors import FusebindError
 from fusebind.lowering.backend import DEFAULT_BACKEND
-from fusebind.lowering.blas_ir import BLAS_GEMMS, compile_blas_thunk
+from fusebind.lowering.blas_ir import BLAS_GEMMS, compile_blas_thunk, trans_suffix
 from fusebind.runtime.dtypes import DType, KernelSignature
 from fusebind.runtime.kernel import Kernel
 from fusebind.runtime.session import Session, default_session
@@ -55,20 +55,23 @@ _blas_lock = threading.Lock()
 
 
 def blas_matmul_kernel(elem: str, session: Session | None = None, *,
-                       backend: Any = None) -> Kernel:
+                       backend: Any = None, trans: tuple[bool, bool] = (False, False)) -> Kernel:
     """The BLAS matmul kernel for f32/f64 (f16/bf16: widened to f32, sgemm, rounded once), one per session (None: the default one) and
     backend (a RuntimeBackend, which loads it; None: the default one). Its thunk (lowering/blas_ir.py)
-    embeds the gemm's address in this process, so it is not cached."""
+    embeds the gemm's address in this process, so it is not cached. `trans` (for A, B): the kernel
+    computes op(A) @ op(B), op the transpose where set, from the untransposed arrays: the gemm's
+    transpose flag, no copy (the executor passes `w` for a `w.T` operand, builder.py)."""
     if elem not in BLAS_GEMMS:
         raise StaticKernelError(f"no BLAS matmul for {elem}; BLAS covers f32 and f64 (f16 and bf16 through f32)")
+    trans = (bool(trans[0]), bool(trans[1]))
     load = backend.load if backend is not None else Kernel.from_object
     blas_kernels: dict[tuple[str, str], Kernel] = (session or default_session()).slot("blas_kernels", dict)
-    key = (backend.name if backend is not None else DEFAULT_BACKEND, elem)
+    key = (backend.name if backend is not None else DEFAULT_BACKEND, elem) + ((trans,) if any(trans) else ())
     with _blas_lock:
         if key not in blas_kernels:
-            code, entry = compile_blas_thunk(elem, blas_gemm_address(elem))
+            code, entry = compile_blas_thunk(elem, blas_gemm_address(elem), trans)
             sig = KernelSignature(((DType(elem), 2), (DType(elem), 2)), ((DType(elem), 2),))
             k = load(code, entry, signature=sig)
-            blas_kernels[key] = Kernel(k.function, k.signature, k.address, f"blas:{BLAS_GEMMS[elem].short}",
-                                       k.keepalive)
+            blas_kernels[key] = Kernel(k.function, k.signature, k.address,
+                                       f"blas:{BLAS_GEMMS[elem].short}{trans_suffix(trans)}", k.keepalive)
         return blas_kernels[key]

@@ -3,7 +3,9 @@ environment of slots, with their buffers and their arms.
 
 Owns `PlanOptions` (how plans are built), `StepBuilder` and `compile_dtypes`.
 Primitive steps resolve through `compile_one` (a miss asks static_kernels.py
-to build the kernel; ops without one run as their numpy reference). A region
+to build the kernel; ops without one run as their numpy reference; a transpose
+only matmuls read is a view, which a BLAS matmul takes as its gemm's transpose
+flag on the untransposed array: blas_operands.py). A region
 step has arm 0 (its primitives, resolved lazily) and, when priced and
 cheaper, its fused arm (the call kinds of steps.py; the comparison under
 verify is arms.py's). A fused arm's kernel caps come from its resolved row
@@ -49,6 +51,7 @@ from fusebind.compiler.cost import (
 from fusebind.dialect.errors import FusebindError, FusebindInternalError, UnsupportedOperation
 from fusebind.runtime.arms import ArmStats, RegionDecision, verify_failed_reason, verify_results
 from fusebind.runtime.bindings import BindingTable
+from fusebind.runtime.blas_operands import blas_transposed, transpose_is_view
 from fusebind.runtime.call import SPLIT_THRESHOLD, KernelCall, OutputRecycler, output_allocator
 from fusebind.runtime.fused_kernels import CAP_SPLIT_AXIS0
 from fusebind.runtime.resolve import KernelMiss, compile_one, row_is_dynamic, static_attrs
@@ -117,6 +120,7 @@ class StepBuilder:
         self.work_order: list[Any] = []  # compiler WorkItems
         self.fast_region: tuple[Any, Any] | None = None  # (region, thunk) of a fused arm the executor may call
         self.machine = options.machine_model()
+        self.transpose_views: set[Any] = set()  # transpose results run as views, read by matmuls (blas_operands.py)
 
     def slot(self, value: Any) -> int:
         s = self.slots.get(value)
@@ -169,6 +173,8 @@ class StepBuilder:
                 env[out] = value
             return const
         shapes = [static_shape(v) for v in (*op.operands, *op.results)]
+        if transpose_is_view(op):
+            return self._transpose_view_step(op, ins, out)
         kernel_ok = all(s is not None for s in shapes) and (not isinstance(op, ShapeOp) or op.KIND == "transpose")
         if isinstance(op, MatmulOp) and any(len(s or ()) != 2 for s in shapes):
             kernel_ok = False  # the static matmul kernel is 2-d only
@@ -177,8 +183,31 @@ class StepBuilder:
         if kernel_ok:
             resolved = self._resolve_static(op)
             if resolved is not None:
-                return self._kernel_step(op, resolved, ins, out, elementwise=isinstance(op, ElementwiseOp))
+                from fusebind.runtime.session import default_session
+
+                transposed = blas_transposed(op, resolved.kernel, self.transpose_views,
+                                             self.options.session or default_session(),
+                                             runtime_backend(self.options.backend))
+                if transposed is not None:  # w.T read as the gemm's Trans flag: the kernel gets w itself
+                    kernel, sources = transposed
+                    return self._kernel_step(op, kernel, [self.slot(v) for v in sources], out, elementwise=False,
+                                             in_shapes=[static_shape(v) for v in sources])
+                return self._kernel_step(op, resolved.kernel, ins, out, elementwise=isinstance(op, ElementwiseOp))
         return self._reference_step(op, ins, out)
+
+    def _transpose_view_step(self, op: Any, ins: list[int], out: int) -> Step:
+        """A transpose only matmuls read: a numpy view (a BLAS matmul then reads its source with
+        the Trans flag; numpy's batched matmul reads the view), never a copy kernel."""
+        self.transpose_views.add(op.results[0])
+        self.notes.append(f"{op.name}: read only by matmuls: a view, their gemm's transpose flag (no copy kernel)")
+        if ins[0] in self.stable:
+            self.stable.add(out)  # a view of something that outlives the call
+        perm = op.perm_list()
+        (src,) = ins
+
+        def view(env: Env) -> None:
+            env[out] = np.transpose(env[src], perm)
+        return view
 
     def _resolve_static(self, op: Any) -> Any:
         try:
@@ -204,15 +233,17 @@ class StepBuilder:
                               "runs its numpy reference")
             return None
 
-    def _kernel_step(self, op: Any, resolved: Any, ins: list[int], out: int, elementwise: bool) -> Step:
-        in_shapes = [static_shape(v) for v in op.operands]
+    def _kernel_step(self, op: Any, kernel: Any, ins: list[int], out: int, elementwise: bool,
+                     in_shapes: list[Any] | None = None) -> Step:
+        """`kernel` runs `op` on the arrays in slots `ins` (of `in_shapes`: default, the operands')."""
+        in_shapes = [static_shape(v) for v in op.operands] if in_shapes is None else in_shapes
         out_shape = static_shape(op.results[0])
         alloc = self._out_array(op.results[0])
         self.owned.add(out)
         # a Python callback, or a kernel of ABI v2 (a status operand, e.g. a user's C kernel bound
         # under a prim op's key): Kernel.__call__ passes the status and raises what it reports
-        if getattr(resolved.kernel, "python_callback", False) or getattr(resolved.kernel.signature, "status", False):
-            guarded = GuardedStep(resolved.kernel, out_shape if elementwise else None)
+        if getattr(kernel, "python_callback", False) or getattr(kernel.signature, "status", False):
+            guarded = GuardedStep(kernel, out_shape if elementwise else None)
 
             def run_guarded(env: Env) -> None:
                 o = alloc(env)
@@ -223,7 +254,7 @@ class StepBuilder:
         if not large and (not elementwise or all(s == out_shape for s in in_shapes)):
             # Operands described by their own shapes: the thunk makes it one native call.
             try:
-                fn = ThunkCall(resolved.kernel, [*in_shapes, out_shape]).function  # type: ignore[list-item]
+                fn = ThunkCall(kernel, [*in_shapes, out_shape]).function  # type: ignore[list-item]
             except ThunkUnavailable:
                 fn = None
             if fn is not None:
@@ -235,7 +266,7 @@ class StepBuilder:
                                                f"{op.name}")
                     env[out] = o
                 return run_thunk
-        call = KernelCall(resolved.kernel, in_shapes, [out_shape],  # type: ignore[list-item]
+        call = KernelCall(kernel, in_shapes, [out_shape],  # type: ignore[list-item]
                           broadcast_inputs_to=out_shape if elementwise else None,
                           splittable=elementwise and bool(out_shape), threads=self.options.threads,
                           pool=runtime_backend(self.options.backend).split_pool)

@@ -1,0 +1,81 @@
+"""Transposed matmul operands as BLAS transpose flags: `x @ w.T` with no transpose copy.
+
+A traced `w.T` is a `prim.transpose` (a copy kernel) in front of `prim.matmul`. When every
+reader of that transpose is a matmul, the executor does not copy: the transpose becomes a
+numpy view (`transpose_is_view`), and
+- a 2-D matmul on the BLAS kernel reads the untransposed array through the kernel variant
+  that passes the gemm its Trans flag (`blas_transposed`: runtime/blas.py's `trans=`, whose
+  thunk reads the descriptor's sizes and strides swapped, lowering/blas_ir.py);
+- a batched matmul (numpy's, there is no batched kernel) gets the strided view, which numpy's
+  matmul passes to its own gemm with the transpose flag too.
+A transpose read by anything else, or a matmul whose kernel is not the BLAS one (a user's
+binding, integers), keeps today's path: the view is copied to a contiguous array (`contig`) by
+the step that needs it, so the answer never depends on this.
+
+Must not: build steps (builder.py asks these questions and builds them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fusebind.dialect.prim import MatmulOp, TransposeOp
+from fusebind.lowering.blas_ir import BLAS_GEMMS
+from fusebind.runtime.blas import blas_matmul_kernel
+from fusebind.runtime.dtypes import DType
+from fusebind.runtime.steps import np_dtype, static_shape
+
+_FLOATS = ("f16", "bf16", "f32", "f64")
+_ELEMS = {np.dtype(d.numpy): d.value for d in DType}
+
+
+def _elem(value: Any) -> str | None:
+    return _ELEMS.get(np_dtype(value))
+
+
+def _swaps_last_two(op: TransposeOp, rank: int) -> bool:
+    return rank >= 2 and tuple(op.perm_list()) == tuple(range(rank - 2)) + (rank - 1, rank - 2)
+
+
+def transpose_is_view(op: Any) -> bool:
+    """`op` is a transpose of the last two axes of a float array whose every reader is a matmul of
+    the same rank (2-D: BLAS; batched: numpy's): it runs as a view, never as a copy kernel."""
+    if not isinstance(op, TransposeOp) or _elem(op.results[0]) not in _FLOATS:
+        return False
+    shape = static_shape(op.results[0])
+    if shape is None or not _swaps_last_two(op, len(shape)):
+        return False
+    uses = list(op.results[0].uses)
+    if not uses:
+        return False
+    for use in uses:
+        mm = use.operation
+        if not isinstance(mm, MatmulOp) or mm.parent_block() is not op.parent_block():
+            return False
+        out = static_shape(mm.results[0])
+        if out is None or len(out) != len(shape) or any(static_shape(v) is None for v in mm.operands):
+            return False
+    return True
+
+
+def blas_transposed(op: Any, kernel: Any, views: set[Any], session: Any, backend: Any) -> tuple[Any, list[Any]] | None:
+    """For the 2-D matmul `op` run by the plain BLAS `kernel`, reading transposes run as views
+    (`views`, their results): the BLAS kernel variant of `session` and `backend` (a
+    RuntimeBackend) taking them as its transpose flags, and the values it reads (each such
+    transpose's source instead of the transpose). None when no operand is such a view, or the
+    kernel is not the plain BLAS one (a user's binding keeps its operands)."""
+    elem = _elem(op.results[0])
+    if not isinstance(op, MatmulOp) or elem not in BLAS_GEMMS or len(static_shape(op.results[0]) or ()) != 2:
+        return None
+    if getattr(kernel, "source", None) != f"blas:{BLAS_GEMMS[elem].short}":
+        return None
+    trans = (op.operands[0] in views, op.operands[1] in views)
+    if not any(trans):
+        return None
+    sources = [v.owner.operands[0] if t else v for v, t in zip(op.operands, trans)]
+    return blas_matmul_kernel(elem, session, backend=backend, trans=trans), sources
+
+
+__all__ = ["blas_transposed", "transpose_is_view"]
