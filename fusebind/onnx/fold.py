@@ -1,5 +1,8 @@
 """Graph rewrites on the ONNX model before it is traced: inference BatchNormalization folded into
-the Conv / ConvTranspose / Gemm / MatMul(+Add) that produces its input.
+the Conv / ConvTranspose / Gemm / MatMul(+Add) that produces its input, and a Gemm's alpha and
+beta folded into its constant operands (alpha * A @ B + beta * C as A @ B' + C'; a transposed
+operand needs no rewrite: the executor hands it to the gemm as its transpose flag,
+runtime/blas_operands.py).
 
 Why on the ONNX graph and not on the traced IR: here a weight is a constant (an initializer, a
 Constant, or a ConstantOfShape the `light` models make their weights with), so the fold is one
@@ -43,10 +46,20 @@ _PRODUCERS = {"Conv": (1, 2), "ConvTranspose": (1, 2), "Gemm": (1, 2)}
 _FLOATS = (np.float16, np.float32, np.float64)
 
 
+def _default_domain(node: Any) -> bool:
+    return node.domain in ("", "ai.onnx")
+
+
+def _scaled_gemm(node: Any) -> bool:
+    return node.op_type == "Gemm" and _default_domain(node) and (
+        _attr(node, "alpha", 1.0) != 1.0 or _attr(node, "beta", 1.0) not in (0.0, 1.0))
+
+
 def rewrite(proto: Any) -> Any:
-    """`proto` with every foldable BatchNormalization folded; `proto` itself when there is none."""
+    """`proto` with every foldable BatchNormalization folded and every Gemm's alpha / beta
+    folded into its constant operands; `proto` itself when there is none."""
     graph = proto.graph
-    if not any(n.op_type == "BatchNormalization" and n.domain in ("", "ai.onnx") for n in graph.node):
+    if not any((n.op_type == "BatchNormalization" and _default_domain(n)) or _scaled_gemm(n) for n in graph.node):
         return proto
     if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for n in graph.node
            for a in n.attribute):
@@ -55,12 +68,39 @@ def rewrite(proto: Any) -> Any:
     model.CopyFrom(proto)
     state = _Graph(model)
     folded = 0
-    for bn in [n for n in state.nodes if n.op_type == "BatchNormalization" and n.domain in ("", "ai.onnx")]:
+    for bn in [n for n in state.nodes if n.op_type == "BatchNormalization" and _default_domain(n)]:
         folded += _fold_one(state, bn)
+    for gemm in [n for n in state.nodes if id(n) not in state.removed and _scaled_gemm(n)]:
+        folded += _fold_gemm_scalars(state, gemm)
     if not folded:
         return proto
     state.commit()
     return model
+
+
+def _fold_gemm_scalars(state: "_Graph", node: Any) -> int:
+    """Gemm's alpha into its constant B (else A), beta into its constant C: alpha * A @ B is
+    A @ (alpha * B), one rounding at import instead of a multiply per call (the product is
+    computed in float64 and rounded once). A beta of 0 (C ignored, even where it is inf) stays."""
+    alpha, beta = float(_attr(node, "alpha", 1.0)), float(_attr(node, "beta", 1.0))
+    inputs = list(node.input)
+    done = 0
+    if alpha != 1.0:
+        for k in (1, 0):
+            v = state.const(inputs[k])
+            if v is not None and v.dtype.type in _FLOATS:
+                inputs[k] = state.add_init(inputs[k], (v.astype(np.float64) * alpha).astype(v.dtype))
+                _set_attr(node, "alpha", None)
+                done = 1
+                break
+    c = state.const(inputs[2]) if len(inputs) > 2 and inputs[2] else None
+    if beta not in (0.0, 1.0) and c is not None and c.dtype.type in _FLOATS:
+        inputs[2] = state.add_init(inputs[2], (c.astype(np.float64) * beta).astype(c.dtype))
+        _set_attr(node, "beta", None)
+        done = 1
+    if done:
+        _set_inputs(state, node, inputs)
+    return done
 
 
 # --------------------------------------------------------------------------- the graph's facts

@@ -288,3 +288,21 @@ def test_view_from_sliced_shape_and_constant_of_shape_fold():
     m = _model(nodes, [("x", [2, 4, 5, 5])], [("y", None)], [])
     imported, text = _shape_ops_gone(m, X4)
     np.testing.assert_array_equal(imported.run(X4)[0], X4.reshape(2, 4, -1) + 1)
+
+
+def test_gemm_alpha_and_beta_fold_into_constant_operands():
+    m = _gemm_model(trans_b=1, alpha=0.5, beta=2.0, c_shape=(C,))
+    m.graph.node.remove(m.graph.node[1])  # the Gemm alone (no BN)
+    m.graph.node[0].output[0] = "y"
+    r = fold.rewrite(m)
+    onnx.checker.check_model(r)
+    (gemm,) = r.graph.node
+    assert {a.name for a in gemm.attribute} == {"transB"}
+    np.testing.assert_allclose(_ort(r, X2)[0], _ort(m, X2)[0], rtol=2e-6, atol=2e-6)
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    new = {t.name: numpy_helper.to_array(t) for t in r.graph.initializer}
+    np.testing.assert_array_equal(new[gemm.input[1]], (inits["w"].astype(np.float64) * 0.5).astype(np.float32))
+    # alpha with both matrices traced stays the Gemm's (the handler's epilogue multiply)
+    m2 = _model([helper.make_node("Gemm", ["x", "w"], ["y"], alpha=0.5)], [("x", [3, 8]), ("w", [8, C])],
+                [("y", [3, C])], [])
+    _unchanged(m2)
