@@ -83,6 +83,8 @@ def sequence_construct(ctx: NodeContext, *xs: Any) -> SequenceValue:
 @takes_sequences
 def sequence_insert(ctx: NodeContext, s: Any, x: Any, position: Any = None) -> SequenceValue:
     s = _seq(ctx, s)
+    if x is None:
+        raise ctx.unsupported("SequenceInsert without its tensor input")
     if isinstance(x, SequenceValue):
         raise ctx.unsupported("a sequence inserted into a sequence (fusebind's sequences hold tensors)")
     _same_dtype(ctx, x, s.dtype)
@@ -104,8 +106,10 @@ def sequence_erase(ctx: NodeContext, s: Any, position: Any = None) -> SequenceVa
 @onnx_op("SequenceAt", since=11)
 @const_inputs(1)
 @takes_sequences
-def sequence_at(ctx: NodeContext, s: Any, position: Any) -> Any:
+def sequence_at(ctx: NodeContext, s: Any, position: Any = None) -> Any:
     s = _seq(ctx, s)
+    if position is None:
+        raise ctx.unsupported("SequenceAt without its position input")
     return s.items[_position(ctx, position, len(s), end_ok=False)]
 
 

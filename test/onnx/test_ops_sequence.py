@@ -279,6 +279,8 @@ def test_bad_splits_dtypes_and_an_empty_concat_are_named():
                     n("SequenceLength", ["s"], ["o"])]) == (
         "node 's' (SequenceInsert, opset 21): a tensor of float32 in a sequence of int64 (ONNX's sequences hold "
         "one element type)")
+    assert refusal([n("SequenceLength", ["x"], ["o"])]) == (
+        "node 'o' (SequenceLength, opset 21): its input 'x' is a tensor where ONNX takes a sequence")
     assert refusal([n("SequenceEmpty", [], ["e"]), n("ConcatFromSequence", ["e"], ["o"], axis=0)],
                    error=FusebindValueError) == (
         "node 'o' (ConcatFromSequence, opset 21): an empty sequence has no tensors to concatenate")
