@@ -12,6 +12,7 @@ fused now is queued instead. It does not propose regions or rewrite IR.
 
 from __future__ import annotations
 
+from fusebind.compiler.attention_rule import is_attention_rule
 from fusebind.compiler.cost import cheaper
 from fusebind.compiler.function_fusion import FunctionFusion, PricedCandidate
 from fusebind.compiler.matching import Candidate
@@ -55,6 +56,8 @@ def _consumer_regions(fusion: FunctionFusion, key: int) -> list[int]:
 def _try_merge(fusion: FunctionFusion, a_key: int, b_key: int) -> bool:
     ctx = fusion.ctx
     a, b = fusion.accepted[a_key], fusion.accepted[b_key]
+    if is_attention_rule(a.candidate.rule) or is_attention_rule(b.candidate.rule):
+        return False  # its kernel computes the attention form and nothing more (attention_rule.py)
     ops = tuple(sorted((*a.candidate.ops, *b.candidate.ops), key=fusion.graph.index.__getitem__))
     epilogue = "matmul-epilogue" in (a.candidate.rule, b.candidate.rule)
     name = merged_name(ops, "matmul_epilogue_" if epilogue else None)

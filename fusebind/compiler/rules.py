@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from fusebind.compiler.absorb import absorb_neighbours
+from fusebind.compiler.attention_rule import ATTENTION_RULE
 from fusebind.compiler.catalog_rules import CATALOG_RULES
 from fusebind.compiler.matching import Candidate, Matcher, MatchState, Rejection, Rule
 from fusebind.compiler.synthesized_rules import SYNTHESIZED_RULES, is_fusable_elementwise, merged_name
@@ -37,7 +38,7 @@ __all__ = [
     "merged_name",
 ]
 
-ALL_RULES: tuple[Rule, ...] = CATALOG_RULES + SYNTHESIZED_RULES
+ALL_RULES: tuple[Rule, ...] = (ATTENTION_RULE,) + CATALOG_RULES + SYNTHESIZED_RULES  # attention first: its softmax is no catalog region
 
 
 def capability_gated_rules(has_kernel: Callable[[int], bool]) -> tuple[list[Rule], list[int]]:

@@ -48,6 +48,7 @@ from fusebind.compiler.context import OptimizationContext
 from fusebind.compiler.cost import MachineModel
 from fusebind.compiler.optimize import OptimizeResult, WorkItem, optimize_graph
 from fusebind.compiler.splitting import region_is_splittable
+from fusebind.runtime.attention_bind import adopt_attention, is_attention_item
 from fusebind.runtime.budget import was_evicted
 from fusebind.runtime.session import Session, current_session
 from fusebind.runtime.calibrate import machine_model
@@ -372,6 +373,13 @@ class JitCompiler:
             caps = ({CAP_SHAPE_DYNAMIC} | ({CAP_SPLIT_AXIS0} if splittable else set())) if dynamic else set()
             if not dynamic and _splits_dynamic(item.region):  # a `?` leading dim: chunks fit its kernel
                 caps = {CAP_SPLIT_AXIS0}
+            if is_attention_item(item):  # a tiled loop over BLAS, not lowered code (runtime/attention_bind.py)
+                fused_id = adopt_attention(item, self._runtime, self.session, machine_model(self.machine),
+                                           self._recipes)
+                with self._lock:
+                    record.dynamic, record.fused_id = False, fused_id
+                    self.report.adopted.append(fused_id)
+                return
             run = self._decompose or _default_decompose
             kwargs: dict[str, Any] = {"cache": self._cache} if self._cache is not None else {}
             if self._decompose is None:  # a caller's hook keeps its own signature

@@ -1,0 +1,171 @@
+"""The attention region's kernel: what the JIT binds for a region of the attention rule.
+
+A region the attention rule proposed (`compiler/attention_rule.py`) is not lowered to linalg (the
+two matmuls belong on BLAS, and the scores must not be materialised): the JIT asks
+`attention_region_kernel(item.region, backend, session)` instead, which reads the region's form
+(`describe_attention`), compiles the one native piece, the row softmax of a score block (the
+catalog's softmax recipe, for dynamic shapes, through lowering and the object cache), and returns
+a `Kernel` of the region's signature whose code is the tiled loop of `runtime/attention.py`.
+It is a Python-callback kernel (`Kernel.from_python`): the plan calls it through
+`Kernel.__call__`, so anything it raises reaches the caller.
+
+Refusals are `AttentionUnavailable` (a `FusebindError`): the JIT records it and the region stays
+unfused (arm 0, numpy's composition), as for any region that cannot be compiled.
+
+Must not: decide what is fused (the compiler's rule and gate do) or bind kernels itself (the JIT
+adopts the returned kernel like any compiled region's).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any
+
+import numpy as np
+
+from fusebind.compiler.attention_rule import describe_attention, is_attention_rule
+from fusebind.compiler.cost import MachineModel, compose_region_cost
+from fusebind.dialect.errors import FusebindError
+from fusebind.dialect.prim import ConstantOp
+from fusebind.dialect.types import elem_of, numpy_dtype, shape_of
+from fusebind.lowering.backend import DEFAULT_BACKEND
+from fusebind.runtime.attention import AttentionArgs, MaskPlans, attention
+from fusebind.runtime.dtypes import DType, KernelSignature, descriptor_for
+from fusebind.runtime.kernel import Kernel
+from fusebind.runtime.session import Session, current_session
+
+__all__ = ["AttentionUnavailable", "adopt_attention", "attention_region_kernel", "is_attention_item",
+           "softmax_block_kernel"]
+
+
+class AttentionUnavailable(FusebindError, ValueError):
+    """The tiled attention kernel cannot compute this region (the region then runs unfused)."""
+
+
+def is_attention_item(item: Any) -> bool:
+    """Is this work item a region of the attention rule (the JIT's question)?"""
+    return is_attention_rule(getattr(item, "rule", ""))
+
+
+_lock = threading.Lock()
+
+
+def softmax_block_kernel(elem: str, backend: Any = None, session: Session | None = None) -> Kernel:
+    """The row softmax over the last axis of a rank-3 block, for any shape (the catalog recipe,
+    compiled for dynamic shapes once per session, backend and element type)."""
+    from fusebind.compiler.catalog import recipe_region_text
+    from fusebind.dialect import parse_module
+    from fusebind.lowering.decompose import decompose_region
+
+    name = backend.name if backend is not None else DEFAULT_BACKEND
+    kernels: dict[tuple[str, str], Kernel] = (session or current_session()).slot("attention_softmax", dict)
+    with _lock:
+        if (name, elem) not in kernels:
+            module = parse_module(recipe_region_text("softmax", elem, (None, None, None)))
+            region = next(op for op in module.walk() if op.name == "fused.region")
+            decomp = decompose_region(region, None, dynamic=True, backend=name)
+            load = backend.load_decomposition if backend is not None else Kernel.from_decomposition
+            kernels[(name, elem)] = load(decomp)
+        return kernels[(name, elem)]
+
+
+def _constant(op: Any) -> np.ndarray:
+    return np.asarray(op.reference())
+
+
+def _array(ptr: Any, dtype: np.dtype, rank: int) -> np.ndarray:
+    """The ndarray a memref descriptor (pointer) views: the plan passes C-contiguous arrays
+    (steps.GuardedStep), so sizes give the view; strides are checked, not trusted."""
+    d = ptr.contents
+    shape = tuple(int(x) for x in d.sizes[:rank]) if rank else ()
+    count = int(np.prod(shape, dtype=np.int64))
+    expected = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(rank))
+    if count and rank and tuple(int(x) for x in d.strides[:rank]) != expected and min(shape) > 1:
+        raise AttentionUnavailable(f"attention kernel: an operand is not C-contiguous (strides "
+                                   f"{tuple(d.strides[:rank])} for shape {shape})")
+    address = (ctypes.cast(d.aligned, ctypes.c_void_p).value or 0) + int(d.offset) * dtype.itemsize
+    if not count:
+        return np.empty(shape, dtype)
+    raw = np.ctypeslib.as_array(ctypes.cast(address, ctypes.POINTER(ctypes.c_ubyte)), shape=(count * dtype.itemsize,))
+    return raw.view(dtype).reshape(shape)
+
+
+class _Scratch(threading.local):
+    """One reusable score buffer per thread (a call's blocks reuse it; a new call too)."""
+
+    buf: np.ndarray | None = None
+
+    def __call__(self, dtype: np.dtype, n: int) -> np.ndarray:
+        if self.buf is None or self.buf.dtype != dtype or self.buf.size < n:
+            self.buf = np.empty(n, dtype)
+        return self.buf[:n]
+
+
+class _Plans(threading.local):
+    """The mask-plan cache, one per thread (a kernel may run on several at once)."""
+
+    def __init__(self) -> None:
+        self.cache = MaskPlans()
+
+
+def attention_region_kernel(region: Any, backend: Any = None, session: Session | None = None,
+                            machine: MachineModel | None = None) -> tuple[Kernel, Any]:
+    """(the kernel, its Layer-1 cost) for an attention region; `AttentionUnavailable` when the
+    region is not exactly one attention form over block arguments."""
+    form = describe_attention(region)
+    if form is None:
+        raise AttentionUnavailable("the region is not one attention form (softmax(q @ kT * scale + mask) @ v); "
+                                   "it runs unfused")
+    args = list(region.regions[0].blocks[0].args)
+    index = {a: i for i, a in enumerate(args)}
+    for what, v in (("q", form.q), ("kT", form.kt), ("v", form.v)):
+        if v not in index:
+            raise AttentionUnavailable(f"attention region: {what} is a constant folded into the region; "
+                                       "it runs unfused")
+    qi, ki, vi = index[form.q], index[form.kt], index[form.v]
+    scale = None
+    if form.scale is not None:
+        scale = (form.scale_kind, float(_constant(form.scale.owner).reshape(())))
+    fill = float(_constant(form.fill.owner).reshape(())) if form.fill is not None else None
+    mask_arg = index.get(form.mask) if form.mask is not None else None
+    mask_const = None
+    if form.mask is not None and mask_arg is None:
+        if not isinstance(form.mask.owner, ConstantOp):
+            raise AttentionUnavailable("attention region: its mask is computed inside the region; it runs unfused")
+        mask_const = _constant(form.mask.owner)
+    types = [(numpy_dtype(elem_of(a.type)), len(shape_of(a.type))) for a in args]
+    out_t = region.results[0].type
+    out_dtype, out_rank = numpy_dtype(elem_of(out_t)), len(shape_of(out_t))
+    signature = KernelSignature(tuple((DType.from_numpy(dt), r) for dt, r in types),
+                                ((DType.from_numpy(out_dtype), out_rank),))
+    softmax_kernel = softmax_block_kernel(form.elem, backend, session)
+
+    def softmax(s: np.ndarray, p: np.ndarray) -> None:
+        softmax_kernel(descriptor_for(s), descriptor_for(p))
+
+    scratch = _Scratch()
+    plans = _Plans()
+
+    def run(*ptrs: Any) -> None:
+        arrays = [_array(p, dt, r) for p, (dt, r) in zip(ptrs, types)]
+        out = _array(ptrs[-1], out_dtype, out_rank)
+        mask = arrays[mask_arg] if mask_arg is not None else mask_const
+        attention(arrays[qi], arrays[ki], arrays[vi], out,
+                  AttentionArgs(scale, form.mask_kind, mask, fill), softmax, scratch, plans.cache)
+
+    kernel = Kernel.from_python(run, signature=signature, source="attention:tiled")
+    return kernel, compose_region_cost(region, machine or MachineModel.default())
+
+
+def adopt_attention(item: Any, backend: Any, session: Session, machine: MachineModel, recipes: Any = None) -> int:
+    """Bind the tiled kernel for the attention work item `item` (the JIT's step for it), capped to
+    the region's shapes (its mask plan and constants are this region's); its FusedOpId. A refusal
+    raises AttentionUnavailable (an fb error: the JIT records it and the region runs unfused)."""
+    from fusebind.runtime.fused_kernels import adopt_runtime_fused, shape_cap
+
+    kernel, cost = attention_region_kernel(item.region, backend, session, machine)
+    body = item.region.regions[0].blocks[0]
+    shapes = [shape_of(v.type) for v in (*body.args, *body.last_op.operands)]
+    return int(adopt_runtime_fused(item.name or "attention", item.region, kernel, item.dtypes, backend.name,
+                                   cost=cost, recipes=recipes, caps={shape_cap(shapes)}, session=session))
