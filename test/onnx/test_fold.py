@@ -306,3 +306,10 @@ def test_gemm_alpha_and_beta_fold_into_constant_operands():
     m2 = _model([helper.make_node("Gemm", ["x", "w"], ["y"], alpha=0.5)], [("x", [3, 8]), ("w", [8, C])],
                 [("y", [3, C])], [])
     _unchanged(m2)
+
+
+def test_folded_conv_through_fusebind_matches_the_unfolded_model():
+    m = _conv_model(bias=True, group=1)
+    want = _ort(m, X4)[0]
+    got = import_model(m).run(X4)[0]
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
