@@ -271,6 +271,7 @@ def test_pytorch_flatten_folds_to_one_reshape():
     assert "prim.reshape" in text and "tensor<2x100xf32>" in text
     assert "dense<2.0" in text  # the batch size is a constant of the trace
     np.testing.assert_array_equal(imported.run(X4)[0], X4.reshape(2, -1) * 2)
+    np.testing.assert_array_equal(imported.run(X4[:1])[0], X4[:1].reshape(1, -1))  # (retraced: N is 1 now)
     explained = str(imported.explain(X4))
     assert "no fused regions" in explained and "prim.reshape: shape-only op" in explained
 
