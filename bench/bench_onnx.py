@@ -1,6 +1,7 @@
 """Whole ONNX models: fusebind against onnxruntime at the same threads, interleaved, as ratios.
 
-Run:  python -m bench.bench_onnx [--quick] [--models a,b] [--threads 1,all] [--write FILE]
+Run:  python -m bench.bench_onnx [--quick] [--models a,b] [--threads 1,all] [--no-compile]
+                                 [--write FILE]
       python -m bench.bench_onnx --profile MODEL [--threads 1]
 
 Owns: the model timing (bench/onnx_models.py's models; each in a child process: `1` = pinned to
@@ -12,10 +13,11 @@ fresh process on that warm dir), the `--profile` table (time per plan step: fuse
 primitive, for one model), and the markdown (block between `<!-- onnx:begin -->` and
 `<!-- onnx:end -->` with `--write`).
 
-Every model's fusebind outputs are checked against onnxruntime's (np.allclose at `TOLERANCES`)
-before it is timed: a mismatch, or any failure other than a refusal, is an error (listed, the
-run exits 1), never a row. A model fusebind refuses (`UnsupportedModel` / `UnsupportedOperation`,
-what the backend's `prepare` turns into `unittest.SkipTest`) is a row "skipped: <reason>".
+Every model's fusebind outputs are checked against onnxruntime's (np.allclose at `TOLERANCES`;
+a CNN on its logits, see `verify`) before it is timed: a mismatch, or any failure other than a
+refusal, is an error (listed, the run exits 1), never a row. A model fusebind refuses
+(`UnsupportedModel` / `UnsupportedOperation`, what the backend's `prepare` turns into
+`unittest.SkipTest`) is a row "skipped: <reason>".
 Children run with OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE removed, as bench/suite.py's.
 """
 
@@ -37,7 +39,7 @@ if __package__ in (None, ""):  # `python bench/bench_onnx.py`: make `bench` impo
 
 import numpy as np
 
-from bench.onnx_models import MODELS
+from bench.onnx_models import MODELS, with_logits
 from bench.timing import environment_header, fmt_ratio, fmt_time, markdown_table, measure_interleaved
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,7 +109,8 @@ def _fusebind(proto: Any, feeds: dict[str, np.ndarray], threads: int) -> tuple[A
 
 def check_outputs(name: str, got: Sequence[np.ndarray], ref: Sequence[np.ndarray], rtol: float,
                   atol: float) -> float:
-    """The largest abs error over the outputs; a mismatch raises RuntimeError."""
+    """The largest error over the outputs, relative to each output's largest magnitude (normwise);
+    an element off np.allclose raises RuntimeError."""
     worst = 0.0
     if len(got) != len(ref):
         raise RuntimeError(f"{name}: fusebind gave {len(got)} outputs, onnxruntime {len(ref)}")
@@ -120,8 +123,33 @@ def check_outputs(name: str, got: Sequence[np.ndarray], ref: Sequence[np.ndarray
         if not np.allclose(g, r, rtol=rtol, atol=atol, equal_nan=True):
             raise RuntimeError(f"{name}: output {i} differs from onnxruntime's (max abs err {err:.3g}, "
                                f"rtol={rtol}, atol={atol})")
-        worst = max(worst, err)
+        scale = float(np.max(np.abs(r))) if r.size else 0.0
+        worst = max(worst, err / scale if scale else err)
     return worst
+
+
+def verify(m: Any, proto: Any, feeds: dict[str, np.ndarray], threads: int, got: Sequence[np.ndarray],
+           ref: Sequence[np.ndarray]) -> float:
+    """fusebind's outputs `got` of `proto` against onnxruntime's `ref`; the largest abs error checked.
+
+    A transformer's outputs are compared as they are. A CNN ending in Softmax is compared on its
+    logits (`with_logits`: its Softmax input as an extra output of a copy, run by both): the light
+    models' logits are equal in exact arithmetic, so their softmax is rounding's choice; the
+    softmax output itself must then be finite and sum to 1 (shape and dtype as onnxruntime's)."""
+    rtol, atol = TOLERANCES[m.kind]
+    check = with_logits(proto) if m.kind == "cnn" else None
+    if check is None:
+        return check_outputs(m.name, got, ref, rtol, atol)
+    for i, (g, r) in enumerate(zip(got, ref)):
+        sums = g.reshape(len(g), -1).sum(axis=1) if g.ndim else g  # batch 1: the classes are all the rest
+        if g.shape != r.shape or g.dtype != r.dtype or not np.all(np.isfinite(g)) \
+                or not np.allclose(sums, 1.0, atol=1e-3):
+            raise RuntimeError(f"{m.name}: output {i} ({g.dtype}{list(g.shape)}, {int(np.sum(~np.isfinite(g)))} "
+                               f"not finite, sums {np.round(sums, 4).tolist()}) is no softmax like "
+                               f"onnxruntime's ({r.dtype}{list(r.shape)})")
+    _, logits = _fusebind(check, feeds, threads)
+    ref_logits = _ort_session(check, threads).run(None, feeds)
+    return check_outputs(f"{m.name} (logits)", logits[-1:], ref_logits[-1:], rtol, atol)
 
 
 def openblas_threads() -> str:
@@ -157,7 +185,7 @@ def child_time(models: Sequence[str], threads: int, quick: bool) -> dict[str, An
             except Refused as e:
                 rows.append({**row, "skipped": str(e)})
                 continue
-            row["max_err"] = check_outputs(name, got, ref, *TOLERANCES[m.kind])
+            row["max_err"] = verify(m, proto, feeds, threads, got, ref)
             positional = [feeds[n] for n in f.input_names]
             t = measure_interleaved({"fusebind": lambda: f.run(*positional),
                                      "onnxruntime": lambda: sess.run(None, feeds)},
@@ -200,7 +228,7 @@ def child_compile(name: str, threads: int, quick: bool) -> dict[str, Any]:
     sess = _ort_session(proto, threads)
     ref = sess.run(None, feeds)
     out["ort_first_s"] = time.perf_counter() - t0
-    out["max_err"] = check_outputs(name, got, ref, *TOLERANCES[m.kind])
+    out["max_err"] = verify(m, proto, feeds, threads, got, ref)
     return out
 
 
@@ -216,7 +244,7 @@ def child_profile(name: str, threads: int, quick: bool, calls: int) -> dict[str,
         f, got = _fusebind(proto, feeds, threads)
     except Refused as e:
         return {"skipped": str(e)}
-    check_outputs(name, got, _ort_session(proto, threads).run(None, feeds), *TOLERANCES[m.kind])
+    verify(m, proto, feeds, threads, got, _ort_session(proto, threads).run(None, feeds))
     fn, args = f.jit_call(*(feeds[n] for n in f.input_names))
     # The executor's plan for these arguments: its steps are the optimized function's ops in order
     # (runtime/plan.py build_plan), so each step is labelled by its op and timed by a wrapper.
@@ -284,7 +312,7 @@ def timing_table(rows: Sequence[dict[str, Any]]) -> str:
             continue
         out.append((r["model"], where, fmt_time(r["fusebind_min"]), fmt_time(r["fusebind_median"]),
                     fmt_time(r["onnxruntime_min"]), fmt_time(r["onnxruntime_median"]),
-                    fmt_ratio(r["onnxruntime_min"] / r["fusebind_min"]), f"✓ (max abs err {r['max_err']:.2g})"))
+                    fmt_ratio(r["onnxruntime_min"] / r["fusebind_min"]), f"✓ (max rel err {r['max_err']:.2g})"))
     return markdown_table(["model", "threads", "fusebind min", "fusebind median", "onnxruntime min",
                            "onnxruntime median", "ORT ÷ fusebind (min)", "check vs ORT"], out)
 
@@ -362,9 +390,11 @@ def run(models: Sequence[str], threads: Sequence[str], quick: bool, compile_time
           f"the other row = all {all_cores()} cores, fusebind `threads={all_cores()}`, onnxruntime "
           f"`intra_op_num_threads={all_cores()}` (inter-op 1). fusebind's outputs are checked against "
           "onnxruntime's before timing (np.allclose, rtol/atol " + ", ".join(
-              f"{k} {a}/{b}" for k, (a, b) in TOLERANCES.items()) + "). Per call: `fusebind.onnx.load(model)"
-          ".run(*inputs)` and `InferenceSession.run(None, feeds)`, interleaved rounds (order rotated, warm-up "
-          "excluded), min and median. ORT ÷ fusebind > 1: fusebind is faster.", "",
+              f"{k} {a}/{b}" for k, (a, b) in TOLERANCES.items()) + "; a CNN on its logits, the input of its "
+          "final Softmax, since the light models' constant weights make every logit equal in exact arithmetic "
+          "and their softmax rounding's choice: its output must be finite and sum to 1). Per call: "
+          "`fusebind.onnx.load(model).run(*inputs)` and `InferenceSession.run(None, feeds)`, interleaved "
+          "rounds (order rotated, warm-up excluded), min and median. ORT ÷ fusebind > 1: fusebind is faster.", "",
           ", ".join(f"**{n}**: {MODELS[n].quick if quick else MODELS[n].describe}" for n in models) + ".", "",
           timing_table(rows), ""]
     if compile_times:

@@ -7,7 +7,8 @@ residuals; the same construction as test/onnx/transformer_block_model.py, writte
 because bench/ does not import from test/, which is not a package), a BERT-style encoder layer
 (`bert_layer`: MatMul+Add Q/K/V, 12-head attention with Softmax, residual + LayerNormalization,
 Erf-GELU FFN as exporters write it, residual + LayerNormalization), and the `light` CNNs shipped
-in the onnx wheel (`light_model`: resnet50, squeezenet; input 1x3x224x224 f32).
+in the onnx wheel (`light_model`: resnet50, squeezenet; input 1x3x224x224 f32, BackendTest's
+`dummy_inputs`; `with_logits` adds the final Softmax's input as an output, what the bench checks).
 
 Must not: import fusebind or onnxruntime, or time anything.
 """
@@ -167,6 +168,32 @@ def light_model(name: str) -> onnx.ModelProto:
     return onnx.load(light_path(name))
 
 
+def with_logits(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """A copy of `model` that also returns the input of its final Softmax (the logits), or None when no
+    graph output is a Softmax's. The light models' weights are constants (ConstantOfShape 0.02), so
+    every logit is the same number in exact arithmetic and their softmax is decided by rounding
+    (onnxruntime: uniform; onnx's ReferenceEvaluator: one-hot): the logits are what can be compared."""
+    outs = {o.name for o in model.graph.output}
+    soft = [n for n in model.graph.node if n.op_type == "Softmax" and n.output[0] in outs]
+    if not soft:
+        return None
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    copy.graph.output.append(helper.make_tensor_value_info(soft[-1].input[0], TensorProto.FLOAT, None))
+    return copy
+
+
+def dummy_inputs(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """The feeds onnx's BackendTest gives the light models (`generate_dummy_data(random=False)`):
+    arange(n).reshape(shape) / n, float32."""
+    feeds = {}
+    for vi in graph_inputs(model):
+        shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in vi.type.tensor_type.shape.dim)
+        n = int(np.prod(shape))
+        feeds[vi.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
+    return feeds
+
+
 def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     """The graph inputs a caller feeds (old opsets also list every initializer as an input)."""
     inits = {t.name for t in model.graph.initializer}
@@ -202,10 +229,10 @@ MODELS: dict[str, OnnxModel] = {m.name: m for m in (
               "S=16, D=96, 4 heads, FFN 384",
               lambda quick: bert_layer(seq=16, dim=96, heads=4, ffn=384) if quick else bert_layer(), random_inputs),
     OnnxModel("resnet50-light", "cnn", "onnx's light_resnet50.onnx, 1x3x224x224 f32",
-              "the same model", lambda quick: light_model("resnet50"), random_inputs),
+              "the same model", lambda quick: light_model("resnet50"), dummy_inputs),
     OnnxModel("squeezenet-light", "cnn", "onnx's light_squeezenet.onnx, 1x3x224x224 f32",
-              "the same model", lambda quick: light_model("squeezenet"), random_inputs),
+              "the same model", lambda quick: light_model("squeezenet"), dummy_inputs),
 )}
 
-__all__ = ["MODELS", "OnnxModel", "bert_layer", "graph_inputs", "light_model", "light_path", "random_inputs",
-           "transformer_block"]
+__all__ = ["MODELS", "OnnxModel", "bert_layer", "dummy_inputs", "graph_inputs", "light_model", "light_path",
+           "random_inputs", "transformer_block", "with_logits"]

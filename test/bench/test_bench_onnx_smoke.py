@@ -18,7 +18,7 @@ from onnx import TensorProto, helper
 pytest.importorskip("onnxruntime")
 
 from bench import bench_onnx  # noqa: E402
-from bench.onnx_models import MODELS, OnnxModel, transformer_block  # noqa: E402
+from bench.onnx_models import MODELS, OnnxModel, dummy_inputs, transformer_block, with_logits  # noqa: E402
 
 LONG = os.environ.get("FUSEBIND_LONG", "").strip().lower() in ("1", "true", "yes", "on")
 TIME = r"[\d.]+ (?:ns|µs|ms|s)"
@@ -38,7 +38,7 @@ def test_quick_run_times_the_block_after_checking_it(capsys: pytest.CaptureFixtu
     for c in cells[2:6]:  # fusebind and onnxruntime, min and median
         assert re.fullmatch(TIME, c), cells
     assert re.fullmatch(r"[\d.]+×", cells[6]), cells
-    err = float(re.fullmatch(r"✓ \(max abs err (\S+)\)", cells[7]).group(1))
+    err = float(re.fullmatch(r"✓ \(max rel err (\S+)\)", cells[7]).group(1))
     assert err < 1e-4, cells
     assert re.search(r"by threads row: 1: OpenBLAS \S+ threads=1\n", text), text  # BLAS on the one core
     assert "Errors" not in text
@@ -74,6 +74,32 @@ def test_a_refused_model_is_a_skipped_row(monkeypatch: pytest.MonkeyPatch) -> No
     assert row["skipped"].startswith("value 's': the element type STRING is not one fusebind has"), row
     text = bench_onnx.timing_table(res["rows"])
     assert re.search(r"\| strings \| 1 \(\d+ cores?\) \| skipped: value 's': the element type STRING", text), text
+
+
+def _tiny_cnn() -> OnnxModel:
+    """Conv (constant weights, as the light models') -> GlobalAveragePool -> Flatten -> Softmax."""
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4, 2, 3, 3], [0.02] * 72)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("GlobalAveragePool", ["c"], ["g"]), helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Softmax", ["f"], ["y"], axis=1)]
+    graph = helper.make_graph(nodes, "tiny_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    return OnnxModel("tiny-cnn", "cnn", "tiny", "tiny", lambda quick: model, dummy_inputs)
+
+
+def test_a_cnn_is_checked_on_its_logits_and_its_softmax_must_be_one() -> None:
+    m = _tiny_cnn()
+    proto = m.build(True)
+    assert [o.name for o in with_logits(proto).graph.output] == ["y", "f"]
+    feeds = m.inputs(proto)
+    np.testing.assert_array_equal(feeds["x"], (np.arange(72).reshape(1, 2, 6, 6) / 72).astype(np.float32))
+    ref = bench_onnx._ort_session(proto, 1).run(None, feeds)
+    _, got = bench_onnx._fusebind(proto, feeds, 1)
+    assert bench_onnx.verify(m, proto, feeds, 1, got, ref) < 1e-5
+    with pytest.raises(RuntimeError, match=r"tiny-cnn: output 0 \(float32\[1, 4\], 1 not finite, sums \[nan\]\) "
+                                           r"is no softmax like onnxruntime's \(float32\[1, 4\]\)"):
+        bench_onnx.verify(m, proto, feeds, 1, [np.where(np.arange(4) == 2, np.nan, got[0]).astype(np.float32)], ref)
 
 
 def test_the_block_builder_is_the_one_of_onnx_1_2() -> None:
