@@ -10,8 +10,8 @@ one core with os.sched_setaffinity, BLAS on one thread, fusebind `threads=1`, on
 onnxruntime `intra_op_num_threads=n`), the first-run compile time (a fresh process on an empty
 object cache, `FUSEBIND_CACHE_DIR` a new temp dir seeded only with the machine calibration, then a
 fresh process on that warm dir), the `--profile` table (time per plan step: fused region or
-primitive, for one model), and the markdown (block between `<!-- onnx:begin -->` and
-`<!-- onnx:end -->` with `--write`).
+primitive, for one model), and the markdown (with `--write`, the block between `<!-- onnx:begin -->`
+and `<!-- onnx:end -->`, or `onnx-profile:begin/end` for a profile).
 
 Every model's fusebind outputs are checked against onnxruntime's (np.allclose at `TOLERANCES`;
 a CNN on its logits, see `verify`) before it is timed: a mismatch, or any failure other than a
@@ -44,6 +44,7 @@ from bench.timing import environment_header, fmt_ratio, fmt_time, markdown_table
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- onnx:begin -->", "<!-- onnx:end -->"
+PROFILE_MARKERS = ("<!-- onnx-profile:begin -->", "<!-- onnx-profile:end -->")
 REMOVED_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 #: (rtol, atol) of the check against onnxruntime, by model kind: the suite's block workloads'
 #: (attention: 1e-3 / 1e-4); CNN outputs are softmax probabilities (~1e-3), so a smaller atol.
@@ -170,7 +171,7 @@ def openblas_threads() -> str:
 def child_time(models: Sequence[str], threads: int, quick: bool) -> dict[str, Any]:
     """Check then time every model at `threads` (this process's affinity is the parent's choice)."""
     rows, errors = [], []
-    budget, lo, hi = (0.05, 3, 3) if quick else (2.0, 5, 25)
+    budget, lo, hi = (0.05, 3, 3) if quick else (3.0, 3, 25)  # resnet50 (~0.5 s a call) gets ~4 rounds
     blas = [openblas_threads()]
     for name in models:
         m = MODELS[name]
@@ -244,7 +245,9 @@ def child_profile(name: str, threads: int, quick: bool, calls: int) -> dict[str,
         f, got = _fusebind(proto, feeds, threads)
     except Refused as e:
         return {"skipped": str(e)}
-    verify(m, proto, feeds, threads, got, _ort_session(proto, threads).run(None, feeds))
+    sess = _ort_session(proto, threads)
+    verify(m, proto, feeds, threads, got, sess.run(None, feeds))
+    ort_s = min(_seconds(lambda: sess.run(None, feeds)) for _ in range(calls))
     fn, args = f.jit_call(*(feeds[n] for n in f.input_names))
     # The executor's plan for these arguments: its steps are the optimized function's ops in order
     # (runtime/plan.py build_plan), so each step is labelled by its op and timed by a wrapper.
@@ -279,12 +282,22 @@ def child_profile(name: str, threads: int, quick: bool, calls: int) -> dict[str,
     plan.steps[:] = [timed(s, i) for i, s in enumerate(plan.steps)]
     plan.fast = None  # a one-step plan's fast path would bypass the steps
     ex.fast = None
+    sig = tuple((a.shape, a.dtype) for a in full)
+    for _ in range(2):  # warm-up, not counted: a kernel compiled lazily on its first calls (attention blocks)
+        ex.run_signature(sig, list(full))
+    seconds[:] = [0.0] * len(ops)
     t0 = time.perf_counter()
     for _ in range(calls):
-        ex.run_signature(tuple((a.shape, a.dtype) for a in full), list(full))
+        ex.run_signature(sig, list(full))
     total = (time.perf_counter() - t0) / calls
     steps = [{"kind": k, "what": w, "s": s / calls} for (k, w), s in zip(labels, seconds)]
-    return {"total_s": total, "steps": steps, "threads": threads}
+    return {"total_s": total, "steps": steps, "threads": threads, "ort_s": ort_s}
+
+
+def _seconds(fn: Any) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -348,20 +361,24 @@ def profile_table(name: str, prof: dict[str, Any], top: int = 25) -> str:
     rows.append(("outside the steps (call, checks, copies)", "", fmt_time(rest), f"{100 * rest / total:.1f}%"))
     worst = sorted(steps, key=lambda s: -s["s"])[:top]
     return "\n".join([
-        f"Profile of {name} at {prof['threads']} thread(s): {fmt_time(total)} per call, summed per step kind:", "",
+        f"Profile of {name} at {prof['threads']} thread(s): {fmt_time(total)} per call (the mean of the timed "
+        f"calls after two warm-up calls; onnxruntime at the same threads: {fmt_time(prof['ort_s'])}, min of as "
+        "many calls), summed per step kind (a region runs its fused kernel, or arm 0 = its primitives; a prim "
+        "step is one primitive, its kernel or numpy reference):", "",
         markdown_table(["step kind", "steps", "time per call", "share"], rows), "",
         f"The {len(worst)} costliest steps:", "",
         markdown_table(["step", "what (region name [ops] result shape)", "time per call", "share"],
                        [(s["kind"], s["what"], fmt_time(s["s"]), f"{100 * s['s'] / total:.1f}%") for s in worst])])
 
 
-def write_block(path: Path, block: str) -> None:
-    """Replace the onnx block in `path` (create the file or append the block if absent)."""
+def write_block(path: Path, block: str, markers: tuple[str, str] = (BEGIN, END)) -> None:
+    """Replace the block between `markers` in `path` (create the file or append the block if absent)."""
+    begin, end = markers
     text = path.read_text(encoding="utf-8") if path.exists() else ""
-    new = f"{BEGIN}\n{block.rstrip()}\n{END}"
-    if BEGIN in text and END in text and text.index(BEGIN) < text.index(END):
-        head, rest = text.split(BEGIN, 1)
-        text = head + new + rest.split(END, 1)[1]
+    new = f"{begin}\n{block.rstrip()}\n{end}"
+    if begin in text and end in text and text.index(begin) < text.index(end):
+        head, rest = text.split(begin, 1)
+        text = head + new + rest.split(end, 1)[1]
     else:
         text = (text.rstrip() + "\n\n" if text.strip() else "") + new + "\n"
     path.write_text(text, encoding="utf-8")
@@ -431,7 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-compile", action="store_true", help="skip the first-run compile time section")
     ap.add_argument("--profile", metavar="MODEL", help="where the time goes per plan step, for one model")
     ap.add_argument("--calls", type=int, default=0, help="--profile: calls to average (default 20, quick 3)")
-    ap.add_argument("--write", metavar="FILE", help="replace the block between the onnx markers in FILE")
+    ap.add_argument("--write", metavar="FILE", help="replace the block between the onnx (or, with --profile, "
+                    "onnx-profile) markers in FILE")
     ap.add_argument("--child", choices=("time", "compile", "profile"), help=argparse.SUPPRESS)
     ap.add_argument("--nthreads", type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -459,6 +477,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                           pin=t == "1")
         text = f"Command: `{shown}`\n\n" + profile_table(args.profile, prof)
         print(text)
+        if args.write:
+            write_block(Path(args.write), text, PROFILE_MARKERS)
+            print(f"\nwrote the onnx-profile block of {args.write}", file=sys.stderr)
         return 0
     text, errors = run(models, threads, args.quick, not args.no_compile, shown)
     print(text)

@@ -110,11 +110,25 @@ def test_the_block_builder_is_the_one_of_onnx_1_2() -> None:
     assert ops[-1] == "Add"
 
 
+def test_profile_labels_every_plan_step() -> None:
+    prof = bench_onnx.child_profile("block-s128", 1, quick=True, calls=2)
+    kinds = [s["kind"] for s in prof["steps"]]
+    assert any(s["kind"] == "prim.matmul" or "matmul" in s["what"] for s in prof["steps"]), prof
+    assert any(k.startswith("region (") for k in kinds), kinds  # fused regions are named with their arm
+    assert 0 < sum(s["s"] for s in prof["steps"]) <= prof["total_s"], prof
+    text = bench_onnx.profile_table("block-s128", prof)
+    assert re.search(r"\| outside the steps \(call, checks, copies\) \|  \| " + TIME, text), text
+
+
 def test_write_block_replaces_only_its_block(tmp_path: Path) -> None:
     path = tmp_path / "RESULTS.md"
     path.write_text(f"# R\n\n{bench_onnx.BEGIN}\nold\n{bench_onnx.END}\n\ntail\n", encoding="utf-8")
     bench_onnx.write_block(path, "new")
     assert path.read_text(encoding="utf-8") == f"# R\n\n{bench_onnx.BEGIN}\nnew\n{bench_onnx.END}\n\ntail\n"
+    bench_onnx.write_block(path, "prof", bench_onnx.PROFILE_MARKERS)  # appended: its markers were absent
+    begin, end = bench_onnx.PROFILE_MARKERS
+    assert path.read_text(encoding="utf-8") == (f"# R\n\n{bench_onnx.BEGIN}\nnew\n{bench_onnx.END}\n\ntail\n\n"
+                                                f"{begin}\nprof\n{end}\n")
 
 
 @pytest.mark.skipif(not LONG, reason="two more children and two compile processes: FUSEBIND_LONG=1 runs it")
