@@ -23,6 +23,7 @@ import numpy as np
 
 from fusebind.api import nn
 from fusebind.onnx.registry import NodeContext, onnx_op
+from fusebind.onnx.values import is_const
 
 _FLOATS = ("float16", "float32", "float64")
 _MAXPOOL_INTS = ("int8", "uint8")
@@ -125,6 +126,14 @@ def conv(ctx: NodeContext, x: Any, w: Any, b: Any = None) -> Any:
            zip(_shape(x)[2:], kernel, strides, dilations, pads[:d], pads[d:])):
         raise ctx.unsupported(f"a kernel {list(kernel)} (dilations {list(dilations)}) larger than the padded "
                               f"input {list(_shape(x)[2:])}")
+    if group == 1 and f > 1 and is_const(w) and bool(np.all(np.asarray(w) == np.asarray(w)[:1])):
+        # every filter the same (a constant-filled weight: the light models make theirs with
+        # ConstantOfShape): one filter's convolution, broadcast over F. F times fewer flops, and every
+        # channel bit-identical as in exact arithmetic (a BLAS gemm does not round all rows alike,
+        # and a softmax over equal logits of 1e10 turns one ulp into a different answer)
+        y = nn.conv(x, np.asarray(w)[:1], None, strides=strides, pads=pads, dilations=dilations)
+        y = np.broadcast_to(y, (y.shape[0], f) + tuple(y.shape[2:]))
+        return y if b is None else y + np.reshape(b, (1, f) + (1,) * d)
     return nn.conv(x, w, b, strides=strides, pads=pads, dilations=dilations, groups=group)
 
 

@@ -210,3 +210,17 @@ def _refused(nd, inputs, opset, message):
 ])
 def test_refusals(name, nd, inputs, opset, message):
     _refused(nd, inputs, opset, message)
+
+
+def test_identical_filters_give_identical_channels():
+    """A constant weight whose filters are all equal (the light models' ConstantOfShape weights) is one
+    filter's convolution broadcast over F: every channel bit-identical, as in exact arithmetic (a BLAS
+    gemm over 128 equal rows rounds some rows differently; the light models' softmax over equal logits
+    of ~1e10 turns that ulp into a wrong answer). Values as the reference's."""
+    x = (np.arange(32 * 27 * 27, dtype=np.float32).reshape(1, 32, 27, 27) / 997.0).astype(np.float32)
+    w = np.full((128, 32, 1, 1), 0.37, np.float32)
+    nd = node("Conv", ["x", "w"])
+    y = check(nd, [x, w], const=[1], opset=11, rtol=1e-5, atol=1e-5)[0]
+    assert (y == y[:, :1]).all()
+    check(node("Conv", ["x", "w", "b"], pads=[1, 1, 1, 1]), [x, w, np.arange(128, dtype=np.float32)], const=[1, 2],
+          opset=11, rtol=1e-5, atol=1e-4, jit=False)
