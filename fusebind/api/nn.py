@@ -4,23 +4,38 @@ Layout: channels first, as ONNX and PyTorch: `x` is (N, C, *spatial), the weight
 (F, C / groups, *kernel). `pads` is `(lo_1, ..., lo_d, hi_1, ..., hi_d)` (ONNX's order);
 `strides` and `dilations` one entry per spatial dim (default 1).
 
-SEAM (coordinator, 2026-12-01): these bodies are a first, correct composition over existing prims
-(a padded copy, one strided slice per kernel tap, a stack and one matmul); the window index map
-replaces them. Signatures are the contract the ONNX handlers build on.
+Each is built on one `prim.window` (the sliding-window index map, padding and input dilation
+included: dialect/prim_window.py), whose result is (N, C, *kernel, *out):
+- conv: the window reshaped to (N, G, C/G * K, P) (the im2col buffer, written by one loop), one
+  `prim.matmul` with the weight as (G, F/G, C/G * K) (its own layout, no transpose), reshaped to
+  (N, F, *out); the bias and whatever follows are an elementwise epilogue. A 1x1, stride-1,
+  unpadded conv has no window: a reshape and the matmul;
+- conv_transpose: a conv over the input dilated by the strides (`lhs_dilation`), padded by
+  d*(k-1) - pad (+ output_padding at the end; a negative amount crops the result), with the
+  weight flipped along its kernel dims and its channel dims swapped per group;
+- max / avg pooling: the window reduced over its kernel dims (max; sum divided by the count per
+  output position, a constant), which fusion makes one loop over x with no window tensor
+  (the window is the reduction's prologue, an index map); global pooling: a reduction.
+On traced arrays these trace prims; on numpy arrays they compute with numpy (the window by its
+reference). Signatures are the contract the ONNX handlers build on.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any, Sequence
 
 import numpy as np
 
+from fusebind.api import numpy_kernels as K
+from fusebind.api.errors import FusebindValueError
+from fusebind.api.tracer import Tracer, as_tracer
+from fusebind.dialect.prim_window import WindowOp, window_values
+
 
 def _spatial(x: Any, what: str) -> int:
     if x.ndim < 3:
-        raise ValueError(f"{what}: the input must be (N, C, *spatial) with at least one spatial dim, "
+        raise FusebindValueError(f"{what}: the input must be (N, C, *spatial) with at least one spatial dim, "
                          f"got shape {tuple(x.shape)}")
     return x.ndim - 2
 
@@ -30,7 +45,7 @@ def _per_dim(v: Sequence[int] | None, d: int, default: int, what: str) -> tuple[
         return (default,) * d
     v = tuple(int(i) for i in v)
     if len(v) != d:
-        raise ValueError(f"{what}: expected {d} entries, got {len(v)}")
+        raise FusebindValueError(f"{what}: expected {d} entries, got {len(v)}")
     return v
 
 
@@ -39,7 +54,7 @@ def _pads(pads: Sequence[int] | None, d: int) -> tuple[tuple[int, ...], tuple[in
         return (0,) * d, (0,) * d
     p = tuple(int(i) for i in pads)
     if len(p) != 2 * d:
-        raise ValueError(f"pads: expected {2 * d} entries (lo..., hi...), got {len(p)}")
+        raise FusebindValueError(f"pads: expected {2 * d} entries (lo..., hi...), got {len(p)}")
     return p[:d], p[d:]
 
 
@@ -52,54 +67,139 @@ def out_size(n: int, k: int, s: int, d: int, lo: int, hi: int, ceil_mode: bool =
     return q + 1
 
 
-def _taps(xp: Any, kernel: tuple[int, ...], strides: tuple[int, ...], dilations: tuple[int, ...],
-          outs: tuple[int, ...]) -> list[Any]:
-    """One strided slice of the padded input per kernel tap, each (N, C, *outs), in C order of taps."""
-    taps = []
-    for k in itertools.product(*(range(n) for n in kernel)):
-        idx = (slice(None), slice(None)) + tuple(
-            slice(k_i * d_i, k_i * d_i + s_i * (o_i - 1) + 1, s_i)
-            for k_i, d_i, s_i, o_i in zip(k, dilations, strides, outs))
-        taps.append(xp[idx])
-    return taps
+
+def _graph_of(*values: Any) -> Any:
+    """The trace graph of the first traced value among `values`, or None (all numpy: eager)."""
+    for v in values:
+        if isinstance(v, Tracer):
+            return v.graph
+    return None
 
 
-def conv(x: Any, w: Any, bias: Any = None, *, strides: Sequence[int] | None = None,
-         pads: Sequence[int] | None = None, dilations: Sequence[int] | None = None, groups: int = 1) -> Any:
-    """ONNX Conv (cross-correlation): (N, C, *in) * (F, C/groups, *k) -> (N, F, *out)."""
-    d = _spatial(x, "conv")
+def _window(x: Any, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
+            lhs_dilation: Sequence[int], lo: Sequence[int], hi: Sequence[int], fill: float, what: str) -> Any:
+    """prim.window of the last len(kernel) dims: (lead..., *kernel, *out)."""
+    d = len(kernel)
+    ins = tuple(int(n) for n in x.shape[x.ndim - d:])
+    for i in range(d):
+        span = dilations[i] * (kernel[i] - 1) + 1
+        room = (0 if ins[i] == 0 else lhs_dilation[i] * (ins[i] - 1) + 1) + lo[i] + hi[i]
+        if span > room:
+            raise FusebindValueError(f"{what}: spatial dim {i}: the (dilated) kernel spans {span} elements, more "
+                                     f"than the {room} of the padded input; pad the input or use a smaller kernel")
+    geo = {"strides": tuple(strides), "dilations": tuple(dilations), "lhs_dilation": tuple(lhs_dilation),
+           "pads_lo": tuple(lo), "pads_hi": tuple(hi)}
+    graph = _graph_of(x)
+    if graph is None:
+        return window_values(np.asarray(x), {"window": tuple(kernel), **geo}, fill)
+    return graph.add(WindowOp(x.value, tuple(kernel), fill=fill, **geo))
+
+
+def _conv(x: Any, w: Any, bias: Any, strides: tuple[int, ...], lo: tuple[int, ...], hi: tuple[int, ...],
+          dilations: tuple[int, ...], lhs_dilation: tuple[int, ...], groups: int, what: str) -> Any:
+    """The conv of (N, C, *in) by the weight (F, C/groups, *k), over the input dilated by
+    lhs_dilation: window -> (N, G, C/G*K, P) -> matmul -> (N, F, *out) (+ bias)."""
+    graph = _graph_of(x, w, bias)
+    if graph is not None:
+        x, w = as_tracer(graph, x), as_tracer(graph, w)
+    d = x.ndim - 2
     kernel = tuple(int(k) for k in w.shape[2:])
-    strides = _per_dim(strides, d, 1, "conv strides")
-    dilations = _per_dim(dilations, d, 1, "conv dilations")
-    lo, hi = _pads(pads, d)
-    n, c = int(x.shape[0]), int(x.shape[1])
-    f = int(w.shape[0])
-    if c % groups or f % groups or int(w.shape[1]) * groups != c:
-        raise ValueError(f"conv: {c} input channels, weight {tuple(w.shape)} and groups={groups} do not agree")
-    outs = tuple(out_size(int(x.shape[2 + i]), kernel[i], strides[i], dilations[i], lo[i], hi[i]) for i in range(d))
-    xp = np.pad(x, ((0, 0), (0, 0)) + tuple(zip(lo, hi))) if any(lo) or any(hi) else x
-    taps = _taps(xp, kernel, strides, dilations, outs)
-    col = taps[0][:, :, None] if len(taps) == 1 else np.stack(taps, axis=2)  # (N, C, K, *out)
-    kk, oo = math.prod(kernel), math.prod(outs)
-    col = np.reshape(col, (n, groups, (c // groups) * kk, oo))
-    wm = np.reshape(w, (groups, f // groups, (c // groups) * kk))
+    n, c, f = int(x.shape[0]), int(x.shape[1]), int(w.shape[0])
+    if groups < 1 or c % groups or f % groups or int(w.shape[1]) * groups != c or w.ndim != x.ndim:
+        raise FusebindValueError(f"{what}: {c} input channels, weight {tuple(w.shape)} and groups={groups} do not "
+                                 "agree (the weight is (F, C / groups, *kernel), F a multiple of groups)")
+    ones = (1,) * d
+    plain = (math.prod(kernel) == 1 and strides == ones and lhs_dilation == ones and not any(lo) and not any(hi))
+    if plain:  # a 1x1 conv: the input is already its own im2col
+        outs = tuple(int(s) for s in x.shape[2:])
+        col = np.reshape(x, (n, groups, c // groups, math.prod(outs)))
+    else:
+        win = _window(x, kernel, strides, dilations, lhs_dilation, lo, hi, 0.0, what)  # (N, C, *k, *out)
+        outs = tuple(int(s) for s in win.shape[2 + d:])
+        col = np.reshape(win, (n, groups, (c // groups) * math.prod(kernel), math.prod(outs)))
+    wm = np.reshape(w, (groups, f // groups, (c // groups) * math.prod(kernel)))
     y = np.reshape(np.matmul(wm, col), (n, f) + outs)
     if bias is not None:
         y = y + np.reshape(bias, (1, f) + (1,) * d)
     return y
 
 
+def conv(x: Any, w: Any, bias: Any = None, *, strides: Sequence[int] | None = None,
+         pads: Sequence[int] | None = None, dilations: Sequence[int] | None = None, groups: int = 1) -> Any:
+    """ONNX Conv (cross-correlation): (N, C, *in) * (F, C/groups, *k) -> (N, F, *out)."""
+    d = _spatial(x, "conv")
+    strides = _per_dim(strides, d, 1, "conv strides")
+    dilations = _per_dim(dilations, d, 1, "conv dilations")
+    lo, hi = _pads(pads, d)
+    _positive(strides, "conv strides")
+    _positive(dilations, "conv dilations")
+    if any(p < 0 for p in lo + hi):
+        raise FusebindValueError(f"conv: pads must be >= 0, got {list(lo + hi)}")
+    return _conv(x, w, bias, strides, lo, hi, dilations, (1,) * d, int(groups), "conv")
+
+
 def conv_transpose(x: Any, w: Any, bias: Any = None, *, strides: Sequence[int] | None = None,
                    pads: Sequence[int] | None = None, dilations: Sequence[int] | None = None, groups: int = 1,
                    output_padding: Sequence[int] | None = None) -> Any:
     """ONNX ConvTranspose: (N, C, *in) with weight (C, F/groups, *k) -> (N, F, *out),
-    out_i = s_i*(in_i - 1) + output_padding_i + d_i*(k_i - 1) + 1 - lo_i - hi_i."""
-    raise NotImplementedError("conv_transpose: the window index map builds it (seam)")
+    out_i = s_i*(in_i - 1) + output_padding_i + d_i*(k_i - 1) + 1 - lo_i - hi_i.
+
+    The conv of the input dilated by the strides, padded by d*(k-1) - lo before and
+    d*(k-1) - hi + output_padding after, with the weight (C, F/G, *k) flipped along its kernel
+    dims and regrouped to (F, C/G, *k); a negative padding amount crops the result instead."""
+    d = _spatial(x, "conv_transpose")
+    strides = _per_dim(strides, d, 1, "conv_transpose strides")
+    dilations = _per_dim(dilations, d, 1, "conv_transpose dilations")
+    outpad = _per_dim(output_padding, d, 0, "conv_transpose output_padding")
+    lo, hi = _pads(pads, d)
+    _positive(strides, "conv_transpose strides")
+    _positive(dilations, "conv_transpose dilations")
+    if any(p < 0 for p in lo + hi + outpad):
+        raise FusebindValueError(f"conv_transpose: pads and output_padding must be >= 0, got pads {list(lo + hi)}, "
+                                 f"output_padding {list(outpad)}")
+    groups = int(groups)
+    c = int(x.shape[1])
+    if w.ndim != x.ndim or groups < 1 or c % groups or int(w.shape[0]) != c:
+        raise FusebindValueError(f"conv_transpose: {c} input channels, weight {tuple(w.shape)} and groups={groups} "
+                                 "do not agree (the weight is (C, F / groups, *kernel), C a multiple of groups)")
+    graph = _graph_of(x, w, bias)
+    if graph is not None:
+        w = as_tracer(graph, w)
+    kernel = tuple(int(k) for k in w.shape[2:])
+    fg = int(w.shape[1])
+    # (C, F/G, *k) -> (G, C/G, F/G, *k) -> (G, F/G, C/G, *k) -> (F, C/G, *k), flipped along *k
+    wt = np.reshape(w, (groups, c // groups, fg) + kernel)
+    wt = np.transpose(wt, (0, 2, 1) + tuple(range(3, 3 + d)))
+    wt = np.reshape(wt, (groups * fg, c // groups) + kernel)
+    wt = np.flip(wt, axis=tuple(range(2, 2 + d)))
+    full = tuple(dilations[i] * (kernel[i] - 1) for i in range(d))
+    want_lo = tuple(full[i] - lo[i] for i in range(d))
+    want_hi = tuple(full[i] - hi[i] + outpad[i] for i in range(d))
+    ins = tuple(int(n) for n in x.shape[2:])
+    outs = tuple(strides[i] * (ins[i] - 1) + outpad[i] + full[i] + 1 - lo[i] - hi[i] for i in range(d))
+    if any(o < 1 for o in outs):
+        raise FusebindValueError(f"conv_transpose: the output would have shape {outs}: the pads are too large")
+    y = _conv(x, wt, bias, (1,) * d, tuple(max(p, 0) for p in want_lo), tuple(max(p, 0) for p in want_hi),
+              dilations, strides, groups, "conv_transpose")
+    if any(p < 0 for p in want_lo + want_hi):  # a pad larger than the kernel's reach: crop
+        key = (slice(None), slice(None)) + tuple(slice(max(-want_lo[i], 0), max(-want_lo[i], 0) + outs[i])
+                                                  for i in range(d))
+        y = y[key]
+    return y
 
 
-def _pool_fill(dtype: Any) -> Any:
+def _positive(v: tuple[int, ...], what: str) -> None:
+    if any(i < 1 for i in v):
+        raise FusebindValueError(f"{what}: entries must be >= 1, got {list(v)}")
+
+
+def _pool_fill(dtype: Any) -> float:
     dt = np.dtype(dtype)
-    return -np.inf if dt.kind == "f" else np.iinfo(dt).min
+    if dt.kind == "f":
+        return float("-inf")
+    if dt.kind == "b":
+        return 0.0
+    return float(np.iinfo(dt).min)
 
 
 def _pool_geometry(x: Any, kernel: Sequence[int], strides: Sequence[int] | None, pads: Sequence[int] | None,
@@ -108,7 +208,11 @@ def _pool_geometry(x: Any, kernel: Sequence[int], strides: Sequence[int] | None,
     kernel = _per_dim(kernel, d, 1, f"{what} kernel")
     strides = _per_dim(strides, d, 1, f"{what} strides")
     dilations = _per_dim(dilations, d, 1, f"{what} dilations")
+    for v, name in ((kernel, "kernel"), (strides, "strides"), (dilations, "dilations")):
+        _positive(v, f"{what} {name}")
     lo, hi = _pads(pads, d)
+    if any(p < 0 for p in lo + hi):
+        raise FusebindValueError(f"{what}: pads must be >= 0, got {list(lo + hi)}")
     ins = tuple(int(x.shape[2 + i]) for i in range(d))
     outs = tuple(out_size(ins[i], kernel[i], strides[i], dilations[i], lo[i], hi[i], ceil_mode) for i in range(d))
     # ceil mode: the last window may run past the hi padding; pad that far too (never read as data)
@@ -120,36 +224,56 @@ def _pool_geometry(x: Any, kernel: Sequence[int], strides: Sequence[int] | None,
 def max_pool(x: Any, kernel: Sequence[int], *, strides: Sequence[int] | None = None,
              pads: Sequence[int] | None = None, dilations: Sequence[int] | None = None,
              ceil_mode: bool = False) -> Any:
-    """ONNX MaxPool (the values; padding never wins)."""
+    """ONNX MaxPool (the values; padding never wins): the window (fill: the dtype's lowest
+    value) reduced by max over its kernel dims, one fused loop over x."""
     d, kernel, strides, dilations, lo, hi, ins, outs, extra = _pool_geometry(x, kernel, strides, pads, dilations,
                                                                             ceil_mode, "max_pool")
-    widths = ((0, 0), (0, 0)) + tuple((lo[i], hi[i] + extra[i]) for i in range(d))
-    xp = np.pad(x, widths, constant_values=_pool_fill(x.dtype)) if any(map(any, widths)) else x
-    out = None
-    for t in _taps(xp, kernel, strides, dilations, outs):
-        out = t if out is None else np.maximum(out, t)
-    return out
+    hi = tuple(hi[i] + extra[i] for i in range(d))
+    win = _window(x, kernel, strides, dilations, (1,) * d, lo, hi, _pool_fill(x.dtype), "max_pool")
+    return np.max(win, axis=tuple(range(2, 2 + d)))
 
 
 def avg_pool(x: Any, kernel: Sequence[int], *, strides: Sequence[int] | None = None,
              pads: Sequence[int] | None = None, dilations: Sequence[int] | None = None,
              ceil_mode: bool = False, count_include_pad: bool = False) -> Any:
     """ONNX AveragePool: the sum over each window divided by its count (the window's size within
-    the padded input when count_include_pad, else its elements inside the input)."""
+    the padded input when count_include_pad, else its elements inside the input): the window
+    (fill 0) summed over its kernel dims, divided by a constant (a scalar when every window
+    counts the same)."""
     d, kernel, strides, dilations, lo, hi, ins, outs, extra = _pool_geometry(x, kernel, strides, pads, dilations,
                                                                             ceil_mode, "avg_pool")
-    widths = ((0, 0), (0, 0)) + tuple((lo[i], hi[i] + extra[i]) for i in range(d))
-    xp = np.pad(x, widths) if any(map(any, widths)) else x
-    out = None
-    for t in _taps(xp, kernel, strides, dilations, outs):
-        out = t if out is None else out + t
-    # the count per output position, a constant: ones over the input (or the padded input), pooled
-    inside = np.zeros(tuple(ins[i] + lo[i] + hi[i] + extra[i] for i in range(d)), np.float64)
-    region = tuple(slice(0, ins[i] + lo[i] + hi[i]) if count_include_pad else slice(lo[i], lo[i] + ins[i])
-                   for i in range(d))
-    inside[region] = 1.0
-    count = sum(t for t in _taps(inside[None, None], kernel, strides, dilations, outs))
-    return out / np.maximum(count, 1.0).astype(np.dtype(x.dtype))
+    hi_x = tuple(hi[i] + extra[i] for i in range(d))
+    win = _window(x, kernel, strides, dilations, (1,) * d, lo, hi_x, 0.0, "avg_pool")
+    total = np.sum(win, axis=tuple(range(2, 2 + d)))
+    # the count per output position, a constant: ones over the input (or the padded input), windowed
+    if count_include_pad:
+        ones = np.ones(tuple(ins[i] + lo[i] + hi[i] for i in range(d)), np.float64)
+        geo = {"window": kernel, "strides": strides, "dilations": dilations, "lhs_dilation": (1,) * d,
+               "pads_lo": (0,) * d, "pads_hi": extra}
+    else:
+        ones = np.ones(ins, np.float64)
+        geo = {"window": kernel, "strides": strides, "dilations": dilations, "lhs_dilation": (1,) * d,
+               "pads_lo": lo, "pads_hi": hi_x}
+    count = np.maximum(window_values(ones, geo, 0.0).sum(axis=tuple(range(d))), 1.0)
+    dt = np.dtype(x.dtype) if np.dtype(x.dtype).kind == "f" else np.dtype(np.float64)
+    if (count == count.flat[0]).all():
+        return total / dt.type(count.flat[0])
+    graph = _graph_of(total)
+    if graph is not None:  # baked into the kernel, not a hidden argument
+        return total / K.constant(graph, count, dt)
+    return total / count.astype(dt)
 
 
-__all__ = ["avg_pool", "conv", "conv_transpose", "max_pool", "out_size"]
+def global_max_pool(x: Any) -> Any:
+    """ONNX GlobalMaxPool: the max over the spatial dims, kept as size-1 dims."""
+    d = _spatial(x, "global_max_pool")
+    return np.max(x, axis=tuple(range(2, 2 + d)), keepdims=True)
+
+
+def global_avg_pool(x: Any) -> Any:
+    """ONNX GlobalAveragePool: the mean over the spatial dims, kept as size-1 dims."""
+    d = _spatial(x, "global_avg_pool")
+    return np.mean(x, axis=tuple(range(2, 2 + d)), keepdims=True)
+
+
+__all__ = ["avg_pool", "conv", "conv_transpose", "global_avg_pool", "global_max_pool", "max_pool", "out_size"]

@@ -71,10 +71,11 @@ from fusebind.dialect.prim_scatter import SCATTER_OPS
 from fusebind.dialect.prim_reductions import REDUCTION_OPS, ReduceArgMaxOp, ReduceArgMinOp, ReduceProdOp
 from fusebind.dialect.prim_scan import SCAN_OPS
 from fusebind.dialect.prim_checks import CHECK_OPS
+from fusebind.dialect.prim_window import WINDOW_OPS
 
 ALL_PRIM_OPS: tuple[type[PrimOp], ...] = (ELEMENTWISE_OPS + DIVISION_OPS + STRUCTURED_OPS + LAYOUT_OPS + GATHER_OPS
                                           + SCATTER_OPS + MATH_OPS + BITWISE_OPS + REDUCTION_OPS + SCAN_OPS
-                                          + CHECK_OPS)
+                                          + CHECK_OPS + WINDOW_OPS)
 
 PRIM_OPS: dict[str, type[PrimOp]] = {op.KIND: op for op in ALL_PRIM_OPS}
 

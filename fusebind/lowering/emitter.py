@@ -22,7 +22,7 @@ import numpy as np
 
 from fusebind.dialect.prim_structured import TransposeOp, reduced_shape
 from fusebind.dialect.types import ELEMENTS
-from fusebind.lowering import accumulate, accumulate_arg, emit_concat, emit_gather, emit_scan, emit_scatter
+from fusebind.lowering import accumulate, accumulate_arg, emit_concat, emit_gather, emit_scan, emit_scatter, emit_window
 from fusebind.lowering.index_checks import emit_index_check
 from fusebind.lowering.linalg_types import (Dim, Value, broadcast_dims, element_name, flag, ints, op_attr, op_kind,
                                             read_by_maps, shape_of, storage, ttype)
@@ -36,7 +36,7 @@ from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder, is
 #: round to nearest even, as numpy and ml_dtypes do) or where an explicit `prim.cast` asks for it.
 NARROW_FLOATS: frozenset[str] = frozenset(n for n, e in ELEMENTS.items() if e.kind == "float" and e.bits < 32)
 #: ops that move narrow values without arithmetic, in their storage type (their emitters read rtype)
-_STORAGE_KINDS = emit_gather.KINDS | emit_concat.KINDS
+_STORAGE_KINDS = emit_gather.KINDS | emit_concat.KINDS | emit_window.KINDS
 #: ops whose emitters compute in their operand's own type: given f32 operands, they accumulate in f32
 #: (a scan of f16 accumulates in f32, as a sum does; a scatter-add combines in f32)
 _WIDENED_KINDS = emit_scan.KINDS | emit_scatter.KINDS | accumulate_arg.KINDS
@@ -556,6 +556,8 @@ def _emit_op(em: Emitter, op: Any, args: list[Value], axis_shift: int, out: str)
         return em.slice(op, args[0], rtype)
     if kind in emit_gather.KINDS:
         return emit_gather.emit(em, op, args, rtype)
+    if kind in emit_window.KINDS:
+        return emit_window.emit(em, op, args, rtype)
     if kind in emit_concat.KINDS:
         return emit_concat.emit(em, op, args, rtype)
     if kind in emit_scatter.KINDS:
