@@ -35,7 +35,7 @@ from xdsl.ir import Operation, SSAValue
 from fusebind.compiler.matching import Candidate, MatchState, Rule, in_block_order
 from fusebind.compiler.regions import inlined_constant
 from fusebind.dialect.prim import (AddOp, ConstantOp, DivOp, ExpOp, MatmulOp, MulOp, ReduceMaxOp, ReduceSumOp,
-                                   SelectOp, SubOp)
+                                   SelectOp, SubOp, TransposeOp)
 from fusebind.dialect.types import elem_of, is_static, shape_of
 
 RULE_NAME = "attention"
@@ -49,7 +49,10 @@ class AttentionForm:
     """One matched attention: its ops (the region) and the values the kernel reads.
 
     mask_kind: None, "keep" (select(m, s, fill): scores kept where m), "drop" (select(m, fill, s))
-    or "add" (s + mask). scale_kind: None, "mul" or "div" (s / scale)."""
+    or "add" (s + mask). scale_kind: None, "mul" or "div" (s / scale). A `prim.transpose`
+    feeding q, kT or v only, or reading the result only, is part of the form when the matrix it
+    gives is a strided view BLAS reads as it is (the raw array's contiguous axis is one of the
+    view's last two): the kernel reads and writes through the views, no copy."""
 
     ops: tuple[Operation, ...]
     q: SSAValue
@@ -61,6 +64,10 @@ class AttentionForm:
     mask_kind: str | None
     fill: SSAValue | None
     elem: str
+    #: transposes absorbed: q/kT/v are `raw.transpose(perm)` of the values above (None: as they
+    #: are), the region's result is `o.transpose(out_perm)` of the attention `o`
+    perms: tuple[tuple[int, ...] | None, tuple[int, ...] | None, tuple[int, ...] | None] = (None, None, None)
+    out_perm: tuple[int, ...] | None = None
 
 
 def is_attention_rule(rule: str) -> bool:
@@ -176,13 +183,40 @@ def match_attention(mm2: Operation) -> AttentionForm | None:
     if not (qs[:-2] == ks[:-2] == vs[:-2] and qs[-1] == ks[-2] and ks[-1] == vs[-2]):
         return None
     elems = {elem_of(t.type) for t in (q, kt, v, mm2.result)}
-    if len(elems) != 1 or next(iter(elems)) not in ATTENTION_ELEMENTS:
+    if len(elems) != 1 or next(iter(elems)) not in ATTENTION_ELEMENTS or 0 in (*qs, *ks, *vs):
         return None
+    perms: list[tuple[int, ...] | None] = []
+    raws: list[SSAValue] = []
+    for value, reader in ((q, mm1), (kt, mm1), (v, mm2)):
+        t = value.owner
+        if isinstance(t, TransposeOp) and _only_user(value, reader) and _strided_matrix(t.perm_list()) \
+                and is_static(shape_of(t.operands[0].type)):
+            ops.append(t)
+            perms.append(tuple(t.perm_list()))
+            raws.append(t.operands[0])
+        else:
+            perms.append(None)
+            raws.append(value)
+    out_perm = None
+    users = _uses(mm2.result)
+    if len(users) == 1 and isinstance(users[0], TransposeOp):
+        inverse = tuple(sorted(range(rank), key=users[0].perm_list().__getitem__))
+        if _strided_matrix(inverse):
+            ops.append(users[0])
+            out_perm = tuple(users[0].perm_list())
+    q, kt, v = raws
     scale = scale_kind = None
     if scale_op is not None:
         scale_kind = "div" if isinstance(scale_op, DivOp) else "mul"
         scale = scale_op.rhs if scale_kind == "div" or _scalar_constant(scale_op.rhs) else scale_op.lhs
-    return AttentionForm(tuple(ops), q, kt, v, scale, scale_kind, mask, mask_kind, fill, next(iter(elems)))
+    return AttentionForm(tuple(ops), q, kt, v, scale, scale_kind, mask, mask_kind, fill, next(iter(elems)),
+                         (perms[0], perms[1], perms[2]), out_perm)
+
+
+def _strided_matrix(perm: tuple[int, ...]) -> bool:
+    """Does `raw.transpose(perm)` keep raw's contiguous (last) axis among the matrix axes (the
+    last two), so that BLAS reads (or writes) each matrix of the view with a leading dimension?"""
+    return len(perm) - 1 in perm[-2:]
 
 
 def attention_regions(state: MatchState) -> list[Candidate]:
@@ -207,7 +241,10 @@ def describe_attention(region: Operation) -> AttentionForm | None:
     last = body.last_op
     if last is None or len(last.operands) != 1:
         return None
-    form = match_attention(last.operands[0].owner)  # type: ignore[arg-type]
+    end = last.operands[0].owner
+    if isinstance(end, TransposeOp):  # the absorbed transpose of the result
+        end = end.operands[0].owner
+    form = match_attention(end)  # type: ignore[arg-type]
     if form is None:
         return None
     rest = [op for op in ops if op not in form.ops]

@@ -74,13 +74,15 @@ def _scaled(q: np.ndarray, scale: tuple[str, float] | None) -> np.ndarray:
     return (np.divide if kind == "div" else np.multiply)(q, q.dtype.type(c))
 
 
-def _score_bound(q3: np.ndarray, kt3: np.ndarray) -> float:
+def _score_bound(q: np.ndarray, kt: np.ndarray) -> float:
     """An upper bound of |q_i . k_j| over every row and key: D * max|q| * max|k| (inf/NaN passed
-    on); loose, but four cheap reductions, and the fills it is compared with are huge."""
+    on); loose, but four cheap reductions (over memory order: a transposed view is not copied),
+    and the fills it is compared with are huge."""
     with np.errstate(all="ignore"):
-        qa = max(float(q3.max()), -float(q3.min()))
-        ka = max(float(kt3.max()), -float(kt3.min()))
-        return float(q3.shape[-1]) * qa * ka * (1 + 1e-6)
+        qf, kf = q.ravel(order="K"), kt.ravel(order="K")
+        qa = max(float(qf.max()), -float(qf.min()))
+        ka = max(float(kf.max()), -float(kf.min()))
+        return float(q.shape[-1]) * qa * ka * (1 + 1e-6)
 
 
 @dataclass(frozen=True)
@@ -144,18 +146,19 @@ def attention(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, arg
               scratch: Callable[[np.dtype, int], np.ndarray] | None = None,
               plans: MaskPlans | None = None) -> None:
     """Write the attention of q `[..., Sq, D]`, kT `[..., D, Sk]`, v `[..., Sk, Dv]` into `out`
-    `[..., Sq, Dv]` (all C-contiguous, one float dtype, equal batch dims). `softmax(s, p)`: the
+    `[..., Sq, Dv]` (one float dtype, equal batch dims; views whose matrices BLAS reads with a
+    leading dimension, e.g. transposes of C-contiguous arrays that keep the last axis among the
+    last two; `out` may be such a view too). `softmax(s, p)`: the
     row softmax of a C-contiguous `[n, rows, keys]` block `s` into `p` of its shape (a native
     kernel; out of place: the generated row kernel measured ~6x slower writing over its input).
     `scratch(dtype, n)`: a reusable 1-D buffer of n elements (None: fresh arrays per call);
     `plans`: the mask-plan cache (None: planned per call)."""
     sq, d = q.shape[-2:]
     sk, dv = v.shape[-2:]
-    n = int(np.prod(q.shape[:-2], dtype=np.int64))
-    q3 = _scaled(q, args.scale).reshape(n, sq, d)
-    kt3, v3 = kt.reshape(n, d, sk), v.reshape(n, sk, dv)
-    o3 = out.reshape(n, sq, dv)
-    keep, add = _mask_arrays(args, q.shape[:-2], sq, sk, n)
+    lead = q.shape[:-2]
+    n = int(np.prod(lead, dtype=np.int64))
+    q4 = _scaled(q, args.scale)
+    keep, add = _mask_arrays(args, lead, sq, sk)
     rows = block_rows(n, sk, sq)
     buf, pbuf = scratch(q.dtype, 2 * n * rows * sk).reshape(2, -1) if scratch else \
         np.empty((2, n * rows * sk), dtype=q.dtype)
@@ -166,7 +169,7 @@ def attention(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, arg
         # and inside it 0 / -inf is added (both exact: -inf and fill give the same 0). A row
         # that keeps nothing, or a fill that does not vanish, takes numpy's exact `where`.
         all_rows, planned = (plans or MaskPlans()).get(keep, rows, q.dtype)
-        if all_rows and float(args.fill) + _score_bound(q3, kt3) < _EXP_ZERO[q.dtype]:
+        if all_rows and float(args.fill) + _score_bound(q4, kt) < _EXP_ZERO[q.dtype]:
             blocks = planned
     if blocks is None:
         blocks = [BlockPlan(i0, min(sq, i0 + rows), 0, sk, 0, 0, None) for i0 in range(0, sq, rows)]
@@ -175,8 +178,9 @@ def attention(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, arg
         exact = None
     for b in blocks:
         shape = (n, b.i1 - b.i0, b.hi - b.lo)
-        s, p = buf[:math.prod(shape)].reshape(shape), pbuf[:math.prod(shape)].reshape(shape)
-        np.matmul(q3[:, b.i0:b.i1, :], kt3[:, :, b.lo:b.hi], out=s)
+        s3, p3 = buf[:math.prod(shape)].reshape(shape), pbuf[:math.prod(shape)].reshape(shape)
+        s, p = s3.reshape(*lead, *shape[1:]), p3.reshape(*lead, *shape[1:])
+        np.matmul(q4[..., b.i0:b.i1, :], kt[..., b.lo:b.hi], out=s)
         if b.bias is not None:
             part = s[..., b.c0:b.c1]
             np.add(part, b.bias, out=part)
@@ -185,14 +189,14 @@ def attention(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, arg
             np.copyto(s, s.dtype.type(args.fill), where=np.broadcast_to(~tile, s.shape))
         elif add is not None:
             np.add(s, add[..., b.i0:b.i1, :], out=s)
-        softmax(s, p)
-        np.matmul(p, v3[:, b.lo:b.hi, :], out=o3[:, b.i0:b.i1, :])
+        softmax(s3, p3)
+        np.matmul(p, v[..., b.lo:b.hi, :], out=out[..., b.i0:b.i1, :])
 
 
-def _mask_arrays(args: AttentionArgs, lead: tuple[int, ...], sq: int, sk: int,
-                 n: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+def _mask_arrays(args: AttentionArgs, lead: tuple[int, ...], sq: int,
+                 sk: int) -> tuple[np.ndarray | None, np.ndarray | None]:
     """(keep, add): the boolean keep-mask or the additive mask, 2-D `[Sq, Sk]` when every
-    batch/head shares it, else 3-D `[n, Sq, Sk]`."""
+    batch/head shares it, else broadcast to `[*lead, Sq, Sk]`."""
     if args.mask_kind is None or args.mask is None:
         return None, None
     m = np.asarray(args.mask)
@@ -204,5 +208,5 @@ def _mask_arrays(args: AttentionArgs, lead: tuple[int, ...], sq: int, sk: int,
     if shared:
         m2 = np.broadcast_to(m.reshape(m.shape[-2:]) if m.ndim >= 2 else m, (sq, sk))
         return (m2, None) if args.mask_kind != "add" else (None, m2)
-    m3 = np.ascontiguousarray(np.broadcast_to(m, (*lead, sq, sk))).reshape(n, sq, sk)
-    return (m3, None) if args.mask_kind != "add" else (None, m3)
+    m4 = np.broadcast_to(m, (*lead, sq, sk))
+    return (m4, None) if args.mask_kind != "add" else (None, m4)

@@ -62,6 +62,7 @@ def test_traced_attention_is_one_tiled_region(fn, extra) -> None:
     text = f.explain(*args)
     assert [r for r in _regions(text) if r.startswith("attention_")], text
     assert "attention:tiled" in text and "chosen: fused" in text, text
+    assert re.search(r"^region @attention_\w+ .*prim\.transpose, prim\.matmul", text, re.M), text  # k's swapaxes
 
 
 def test_f64_runs_the_tiled_kernel() -> None:
@@ -128,4 +129,8 @@ def test_the_onnx_expanded_block_reaches_the_kernel() -> None:
     ref = ReferenceEvaluator(model).run(None, {"tokens": tokens})[0]
     assert np.max(np.abs(y - ref)) / np.max(np.abs(ref)) < 1e-5
     text = f.explain(tokens)
-    assert "region @attention_keep" in text and "attention:tiled" in text, text
+    assert "attention:tiled" in text, text
+    body = re.search(r"^region @attention_keep \(FusedOpId \d+\): \d+ ops \[(.*)\]$", text, re.M)
+    assert body is not None, text
+    # q, k, v head transposes and the output's: strided views the kernel reads and writes, no copies
+    assert body.group(1).split(", ").count("prim.transpose") == 4, text
