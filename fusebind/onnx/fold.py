@@ -89,13 +89,13 @@ def _fold_gemm_scalars(state: "_Graph", node: Any) -> int:
         for k in (1, 0):
             v = state.const(inputs[k])
             if v is not None and v.dtype.type in _FLOATS:
-                inputs[k] = state.add_init(inputs[k], (v.astype(np.float64) * alpha).astype(v.dtype))
+                inputs[k] = state.replace_init(inputs[k], (v.astype(np.float64) * alpha).astype(v.dtype))
                 _set_attr(node, "alpha", None)
                 done = 1
                 break
     c = state.const(inputs[2]) if len(inputs) > 2 and inputs[2] else None
     if beta not in (0.0, 1.0) and c is not None and c.dtype.type in _FLOATS:
-        inputs[2] = state.add_init(inputs[2], (c.astype(np.float64) * beta).astype(c.dtype))
+        inputs[2] = state.replace_init(inputs[2], (c.astype(np.float64) * beta).astype(c.dtype))
         _set_attr(node, "beta", None)
         done = 1
     if done:
@@ -123,10 +123,12 @@ class _Graph:
         self.outputs = {o.name for o in g.output}
         self.producer = {o: n for n in self.nodes for o in n.output if o}
         self.uses: dict[str, int] = defaultdict(int)
+        self.readers: dict[str, list] = defaultdict(list)  # (may hold stale entries: consumer() rechecks)
         for n in self.nodes:
             for i in n.input:
                 if i:
                     self.uses[i] += 1
+                    self.readers[i].append(n)
         self.names = set(self.inits) | set(self.producer) | {i.name for i in g.input}
         self.opset = next((int(i.version) for i in self.model.opset_import if i.domain in ("", "ai.onnx")), 1)
         self.shapes = {}
@@ -140,8 +142,14 @@ class _Graph:
         return self.uses.get(name, 0) == 1 and name not in self.outputs
 
     def consumer(self, name: str) -> Any:
-        found = [n for n in self.nodes if id(n) not in self.removed and name in n.input]
-        return found[0] if len(found) == 1 else None
+        found = {id(n): n for n in self.readers.get(name, ()) if id(n) not in self.removed and name in n.input}
+        return next(iter(found.values())) if len(found) == 1 else None
+
+    def read_by(self, node: Any) -> None:
+        """Index `node` as a reader of its inputs (a new node, or one whose inputs changed)."""
+        for i in node.input:
+            if i:
+                self.readers[i].append(node)
 
     def const(self, name: str) -> np.ndarray | None:
         """The value of `name` when it is a constant of the graph (an initializer, or computed
@@ -201,6 +209,17 @@ class _Graph:
         self.names.add(name)
         return name
 
+    def replace_init(self, name: str, value: np.ndarray) -> str:
+        """`value` in place of the initializer `name` when this one reader is all it has and
+        its shape and dtype stay (so a weight keeps its name); else a new initializer."""
+        old = self.inits.get(name)
+        if (old is None or self.uses.get(name, 0) != 1 or name in self.outputs
+                or tuple(old.dims) != value.shape or old.data_type != helper.np_dtype_to_tensor_dtype(value.dtype)):
+            return self.add_init(name, value)
+        self.inits[name] = numpy_helper.from_array(np.ascontiguousarray(value), name)
+        self._const_cache[name] = value
+        return name
+
     def add_init(self, base: str, value: np.ndarray) -> str:
         name = self.fresh(f"{base}__bnfold")
         self.new_inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
@@ -234,7 +253,7 @@ class _Graph:
         keep = [n for n in self.nodes if id(n) not in self.removed]
         del g.node[:]
         g.node.extend(keep)
-        kept_inits = [t for t in g.initializer if t.name not in self.dead]
+        kept_inits = [self.inits[t.name] for t in g.initializer if t.name not in self.dead]
         del g.initializer[:]
         g.initializer.extend(kept_inits + self.new_inits)
         inputs = [i for i in g.input if i.name not in self.dead]
@@ -328,6 +347,7 @@ def _replace(state: _Graph, old: list, new: list, out: str) -> None:
     at = state.nodes.index(old[0])
     state.nodes[at:at] = new
     for n in new:
+        state.read_by(n)
         for i in n.input:
             state.uses[i] += 1
         for o in n.output:
@@ -397,8 +417,9 @@ def _fold_into(state: _Graph, p: Any, s: np.ndarray, t: np.ndarray, channels: in
             _set_attr(p, name, None)
     else:
         return False
-    inputs[wi] = state.add_init(p.input[wi], w_new.astype(dt))
-    bias_name = state.add_init(p.input[bi] if has_b else f"{p.input[wi]}_bias", np.asarray(b_new).astype(dt))
+    inputs[wi] = state.replace_init(p.input[wi], w_new.astype(dt))
+    b_arr = np.asarray(b_new).astype(dt)
+    bias_name = state.replace_init(p.input[bi], b_arr) if has_b else state.add_init(f"{p.input[wi]}_bias", b_arr)
     if has_b:
         inputs[bi] = bias_name
     else:
@@ -432,11 +453,11 @@ def _fold_matmul(state: _Graph, p: Any, s: np.ndarray, t: np.ndarray, channels: 
     if _rank(state, p.input[0]) != 2 or state.const(p.input[0]) is not None:
         return False
     dt = w.dtype
-    w_name = state.add_init(p.input[1], (w.astype(np.float64) * s[None, :]).astype(dt))
+    w_name = state.replace_init(p.input[1], (w.astype(np.float64) * s[None, :]).astype(dt))
     _set_inputs(state, p, [p.input[0], w_name])
     if add is not None:
         k = 0 if add.input[0] == p.output[0] else 1
-        b_name = state.add_init(add.input[1 - k], (bias * s + t).astype(dt))
+        b_name = state.replace_init(add.input[1 - k], (bias * s + t).astype(dt))
         ins = list(add.input)
         ins[1 - k] = b_name
         _set_inputs(state, add, ins)
@@ -447,6 +468,7 @@ def _fold_matmul(state: _Graph, p: Any, s: np.ndarray, t: np.ndarray, channels: 
     _rename_output(state, p, mm_out)
     add = helper.make_node("Add", [mm_out, b_name], [out], name=f"{p.name}_bnfold_bias")
     state.nodes.insert(state.nodes.index(p) + 1, add)
+    state.read_by(add)
     state.producer[out] = add
     state.uses[mm_out] += 1
     state.uses[b_name] += 1
@@ -457,6 +479,7 @@ def _set_inputs(state: _Graph, node: Any, inputs: list) -> None:
     old = list(node.input)
     del node.input[:]
     node.input.extend(inputs)
+    state.read_by(node)
     for i in inputs:
         state.uses[i] += 1
     for i in old:

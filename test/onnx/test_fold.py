@@ -124,6 +124,7 @@ def test_bn_fold_rounds_once_from_float64():
     w_want = (inits["w"].astype(np.float64) * s[:, None, None, None]).astype(np.float32)
     b_want = ((inits["b"].astype(np.float64) - mean) * s + beta).astype(np.float32)
     assert new[conv.input[1]].dtype == np.float32
+    assert list(conv.input) == ["x", "w", "b"]  # (each replaced in place: the weight keeps its name)
     np.testing.assert_array_equal(new[conv.input[1]], w_want)
     np.testing.assert_array_equal(new[conv.input[2]], b_want)
 
