@@ -315,3 +315,30 @@ def test_folded_conv_through_fusebind_matches_the_unfolded_model():
     want = _ort(m, X4)[0]
     got = import_model(m).run(X4)[0]
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+def test_multi_head_view_with_shape_arithmetic_folds():
+    # x.view(B, S, H, D // H).transpose(1, 2) + arange(S)[:, None], as an exporter writes it: Gather
+    # of dims, an integer Div, Concat, a Where(Equal(t, 0)) guard on the target, Range, Cast
+    def k(name, v):
+        dims = [len(v)] if isinstance(v, list) else []
+        return helper.make_node("Constant", [], [name], value=helper.make_tensor(
+            name, TensorProto.INT64, dims, v if isinstance(v, list) else [v]))
+    nodes = [k("i0", 0), k("i1", 1), k("i2", 2), k("h", [4]), k("hs", 4), k("ax0", [0]), k("ax1", [1]),
+             k("zero", [0]), k("one", [1]), helper.make_node("Shape", ["x"], ["s"])]
+    nodes += [helper.make_node("Gather", ["s", i], [o], axis=0) for i, o in (("i0", "b"), ("i1", "sq"), ("i2", "d"))]
+    nodes += [helper.make_node("Div", ["d", "hs"], ["dh"])]
+    nodes += [helper.make_node("Unsqueeze", [i, "ax0"], [i + "1"]) for i in ("b", "sq", "dh")]
+    nodes += [helper.make_node("Concat", ["b1", "sq1", "h", "dh1"], ["t"], axis=0),
+              helper.make_node("Equal", ["t", "zero"], ["isz"]), helper.make_node("Where", ["isz", "one", "t"], ["t2"]),
+              helper.make_node("Reshape", ["x", "t2"], ["v"]), helper.make_node("Transpose", ["v"], ["vt"], perm=[0, 2, 1, 3]),
+              helper.make_node("Range", ["i0", "sq", "i1"], ["pos"]), helper.make_node("Cast", ["pos"], ["pf"], to=F32),
+              helper.make_node("Unsqueeze", ["pf", "ax1"], ["pu"]), helper.make_node("Add", ["vt", "pu"], ["y"])]
+    m = _model(nodes, [("x", ["B", "S", 16])], [("y", ["B", 4, "S", 4])], [])
+    x = RNG.standard_normal((2, 3, 16)).astype(np.float32)
+    imported, text = _shape_ops_gone(m, x)
+    assert "i64" not in text  # no shape value is computed at run time
+    ops = [line.split("=")[1].split()[0] for line in text.splitlines() if " = prim." in line]
+    assert ops == ["prim.reshape", "prim.transpose", "prim.constant", "prim.add"]
+    want = x.reshape(2, 3, 4, 4).transpose(0, 2, 1, 3) + np.arange(3, dtype=np.float32)[:, None]
+    np.testing.assert_array_equal(imported.run(x)[0], want)
