@@ -42,6 +42,34 @@ CONV = [
      [X.astype(np.float64), W.astype(np.float64), B.astype(np.float64)], 11),
 ]
 
+XT = RNG.standard_normal((1, 2, 3, 4)).astype(np.float32)
+WT = RNG.standard_normal((2, 3, 3, 3)).astype(np.float32)
+XTG = RNG.standard_normal((1, 4, 3, 3)).astype(np.float32)
+WTG = RNG.standard_normal((4, 1, 2, 2)).astype(np.float32)
+
+CONV_TRANSPOSE = [
+    ("convt_bias", node("ConvTranspose", ["x", "w", "b"]), [XT, WT, B], 11),
+    ("convt_strides_output_padding_pads", node("ConvTranspose", ["x", "w", "b"], strides=[2, 2], output_padding=[1, 0],
+                                               pads=[1, 0, 0, 1]), [XT, WT, B], 11),
+    ("convt_output_shape_longer", node("ConvTranspose", ["x", "w", "b"], strides=[3, 2], output_shape=[10, 10]),
+     [XT, WT, B], 11),
+    ("convt_output_shape_shorter", node("ConvTranspose", ["x", "w"], strides=[2, 2], output_shape=[5, 7]), [XT, WT], 11),
+    ("convt_same_upper", node("ConvTranspose", ["x", "w"], strides=[2, 2], auto_pad="SAME_UPPER"), [XT, WT], 11),
+    ("convt_same_lower", node("ConvTranspose", ["x", "w"], strides=[2, 2], auto_pad="SAME_LOWER"), [XT, WT], 11),
+    ("convt_valid_kernel_shape", node("ConvTranspose", ["x", "w"], kernel_shape=[3, 3], auto_pad="VALID",
+                                      strides=[2, 1]), [XT, WT], 11),
+    ("convt_group_dilations", node("ConvTranspose", ["x", "w"], group=2, dilations=[2, 1], strides=[1, 2]),
+     [XTG, WTG], 11),
+    ("convt_group_bias", node("ConvTranspose", ["x", "w", "b"], group=2), [XTG, WTG, B[:2]], 11),
+    ("convt_1d", node("ConvTranspose", ["x", "w"], strides=[2], pads=[1, 2], dilations=[2]),
+     [X1[:, :2, :5], RNG.standard_normal((2, 3, 3)).astype(np.float32)], 11),
+    ("convt_3d", node("ConvTranspose", ["x", "w"], strides=[1, 2, 1], pads=[0, 1, 0, 0, 0, 1]),
+     [X3[:, :, :2, :, :2], RNG.standard_normal((2, 2, 2, 2, 3)).astype(np.float32)], 11),
+]
+#: onnxruntime checks these: the reference evaluator refuses an output_shape shorter than the full
+#: transposed convolution and fails on group > 1
+CONVT_ORT = {"convt_output_shape_shorter", "convt_group_dilations", "convt_group_bias"}
+
 POOL = [
     ("maxpool_pads_strides", node("MaxPool", ["x"], kernel_shape=[3, 2], pads=[1, 1, 1, 0], strides=[2, 2]), [X], 12),
     ("maxpool_ceil_dilations", node("MaxPool", ["x"], kernel_shape=[2, 2], strides=[2, 2], dilations=[1, 2],
@@ -93,7 +121,7 @@ LRN_LOOP = {"lrn_even_size": (4, 1e-4, 0.75, 1.0), "lrn_3d": (5, 1e-4, 0.75, 2.0
 
 #: traced by default (shared shapes; the rest run folded on numpy, traced under FUSEBIND_LONG=1)
 TRACED_CONV = {"conv_pads_strides_bias", "conv_group_dilation"}
-TRACED_POOL = {"maxpool_indices_column_major", "avgpool_count_include_pad_ceil", "lrn"}
+TRACED_POOL = {"lrn"}
 
 
 @pytest.mark.parametrize("name,nd,inputs,opset,jit", with_modes(CONV, TRACED_CONV))
@@ -105,6 +133,12 @@ def test_conv_matches_reference(name, nd, inputs, opset, jit):
 def test_conv_constant_weight_traced_input(name, nd, inputs, opset, jit):
     """The weight and bias as import-time constants (initializers), the input traced."""
     check(nd, inputs, const=[1, 2], opset=opset, rtol=1e-5, atol=1e-5, jit=True)
+
+
+@pytest.mark.parametrize("name,nd,inputs,opset,jit",
+                         with_modes(CONV_TRANSPOSE, {"convt_strides_output_padding_pads", "convt_group_dilations"}))
+def test_conv_transpose_matches_reference(name, nd, inputs, opset, jit):
+    check(nd, inputs, opset=opset, rtol=1e-5, atol=1e-5, jit=jit, ref="ort" if name in CONVT_ORT else "onnx")
 
 
 @pytest.mark.parametrize("name,nd,inputs,opset,jit", with_modes(POOL, TRACED_POOL))
@@ -187,6 +221,12 @@ def _refused(nd, inputs, opset, message):
      "node 'y' (Conv, opset 11): a kernel [3, 3] (dilations [3, 1]) larger than the padded input [5, 6]"),
     ("conv_strides_length", node("Conv", ["x", "w"], strides=[1]), [X, W], 11,
      "node 'y' (Conv, opset 11): strides [1]: expected 2 entries, one per spatial dim"),
+    ("convt_output_padding_too_large", node("ConvTranspose", ["x", "w"], output_padding=[1, 0]), [XT, WT], 11,
+     "node 'y' (ConvTranspose, opset 11): output_padding [1, 0]: expected 2 entries, each smaller than its stride "
+     "or dilation"),
+    ("convt_weight_channels", node("ConvTranspose", ["x", "w"]), [XT, WTG], 11,
+     "node 'y' (ConvTranspose, opset 11): an input of 2 channels, a weight of shape (4, 1, 2, 2) and group 1 do not "
+     "agree (the weight must be (C, F / group, *kernel), C divisible by group)"),
     ("maxpool_int8_before_12", node("MaxPool", ["x"], kernel_shape=[2, 2]), [X.astype(np.int8)], 11,
      "node 'y' (MaxPool, opset 11): an input of element type int8 (the op takes float16, float32, float64)"),
     ("maxpool_int32", node("MaxPool", ["x"], kernel_shape=[2, 2]), [X.astype(np.int32)], 12,
