@@ -12,6 +12,11 @@ A transpose read by anything else, or a matmul whose kernel is not the BLAS one 
 binding, integers), keeps today's path: the view is copied to a contiguous array (`contig`) by
 the step that needs it, so the answer never depends on this.
 
+An operand that arrives column-major (`fb.jit(f)(x, w.T)`, or a numpy `W.T` a function
+captures, passed as a hidden argument) is refused by the matmul's thunk, which takes
+C-contiguous arrays; `ColumnMajorRetry` then runs the variant with that transpose flag on the
+C-contiguous `w` instead of copying it each call.
+
 Must not: build steps (builder.py asks these questions and builds them).
 """
 
@@ -78,4 +83,45 @@ def blas_transposed(op: Any, kernel: Any, views: set[Any], session: Any, backend
     return blas_matmul_kernel(elem, session, backend=backend, trans=trans), sources
 
 
-__all__ = ["blas_transposed", "transpose_is_view"]
+class ColumnMajorRetry:
+    """The second try of a BLAS matmul step whose thunk refused its operands: an operand that is
+    column-major (`w.T` passed as an argument, or captured from numpy) is the transpose of a
+    C-contiguous array, so the kernel variant with that transpose flag reads it with no copy.
+    `__call__(a, b, out)` is the result, or None when no operand is column-major (the caller
+    then copies, as before). Variants and their thunks are made on first use."""
+
+    def __init__(self, elem: str, session: Any, backend: Any, out_shape: tuple[int, ...]) -> None:
+        self.elem, self.session, self.backend, self.out_shape = elem, session, backend, out_shape
+        self._thunks: dict[tuple[bool, bool], Any] = {}
+
+    def __call__(self, a: Any, b: Any, out: np.ndarray) -> Any:
+        from fusebind.runtime.thunk import ThunkCall, ThunkUnavailable
+
+        arrays = [np.asarray(a), np.asarray(b)]
+        trans = tuple(x.ndim == 2 and not x.flags.c_contiguous and x.T.flags.c_contiguous for x in arrays)
+        if not any(trans):
+            return None
+        stored = [x.T if t else x for x, t in zip(arrays, trans)]
+        fn = self._thunks.get(trans)  # type: ignore[call-overload]
+        if fn is None:
+            kernel = blas_matmul_kernel(self.elem, self.session, backend=self.backend, trans=trans)  # type: ignore[arg-type]
+            try:
+                fn = ThunkCall(kernel, [x.shape for x in stored] + [self.out_shape]).function
+            except ThunkUnavailable:
+                return None
+            self._thunks[trans] = fn  # type: ignore[index]
+        return fn(stored[0], stored[1], out)
+
+
+def column_major_retry(op: Any, kernel: Any, session: Any, backend: Any) -> ColumnMajorRetry | None:
+    """A `ColumnMajorRetry` for the 2-D matmul `op` on the plain BLAS `kernel`, else None."""
+    elem = _elem(op.results[0])
+    out_shape = static_shape(op.results[0])
+    if not isinstance(op, MatmulOp) or elem not in BLAS_GEMMS or out_shape is None or len(out_shape) != 2:
+        return None
+    if getattr(kernel, "source", None) != f"blas:{BLAS_GEMMS[elem].short}":
+        return None
+    return ColumnMajorRetry(elem, session, backend, tuple(out_shape))
+
+
+__all__ = ["ColumnMajorRetry", "blas_transposed", "column_major_retry", "transpose_is_view"]

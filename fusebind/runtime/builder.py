@@ -51,7 +51,7 @@ from fusebind.compiler.cost import (
 from fusebind.dialect.errors import FusebindError, FusebindInternalError, UnsupportedOperation
 from fusebind.runtime.arms import ArmStats, RegionDecision, verify_failed_reason, verify_results
 from fusebind.runtime.bindings import BindingTable
-from fusebind.runtime.blas_operands import blas_transposed, transpose_is_view
+from fusebind.runtime.blas_operands import blas_transposed, column_major_retry, transpose_is_view
 from fusebind.runtime.call import SPLIT_THRESHOLD, KernelCall, OutputRecycler, output_allocator
 from fusebind.runtime.fused_kernels import CAP_SPLIT_AXIS0
 from fusebind.runtime.resolve import KernelMiss, compile_one, row_is_dynamic, static_attrs
@@ -258,9 +258,16 @@ class StepBuilder:
             except ThunkUnavailable:
                 fn = None
             if fn is not None:
+                from fusebind.runtime.session import default_session
+
+                retry = column_major_retry(op, kernel, self.options.session or default_session(),
+                                           runtime_backend(self.options.backend)) or (lambda *arrays: None)
+
                 def run_thunk(env: Env) -> None:
                     o = alloc(env)
-                    if fn(*[env[i] for i in ins], o) is None:  # e.g. a non-contiguous view: convert
+                    # refused (e.g. a non-contiguous view): a column-major matmul operand as the gemm's
+                    # transpose flag, else convert
+                    if fn(*[env[i] for i in ins], o) is None and retry(*[env[i] for i in ins], o) is None:
                         if fn(*[contig(np.asarray(env[i])) for i in ins], o) is None:
                             raise FusebindInternalError(f"fusebind internal error: the call thunk refused the operands of "
                                                f"{op.name}")

@@ -123,3 +123,17 @@ def test_narrow_float_transposed_operand_is_widened_from_the_untransposed_array(
     want = (x.astype(np.float32) @ w.T.astype(np.float32)).astype(np.float16)
     assert got.dtype == np.float16
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_column_major_argument_runs_as_the_transpose_flag_not_a_copy():
+    session = Session("blas-column-major")
+    ex = Executor(parse_module(_matmul_text(False, False, "f64")), session=session)
+    a, b, _, _ = _operands(False, False, np.float64)
+    got = ex(np.asfortranarray(a), np.asfortranarray(b))  # (a.T and b.T are C-contiguous)
+    np.testing.assert_allclose(got, a @ b, rtol=1e-12, atol=1e-12)
+    assert ("cpu", "f64", (True, True)) in set(session.slot("blas_kernels", dict))
+    # neither layout (a strided slice): copied, as before, and still numpy's values
+    wide = RNG.standard_normal((K, 2 * N))
+    np.testing.assert_allclose(ex(a, wide[:, ::2]), a @ wide[:, ::2], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ex(np.asfortranarray(a), b), a @ b, rtol=1e-12, atol=1e-12)
+    assert ("cpu", "f64", (True, False)) in set(session.slot("blas_kernels", dict))
