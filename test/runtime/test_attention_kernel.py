@@ -114,3 +114,24 @@ def test_the_plan_cache_follows_the_mask_values() -> None:
         args = AttentionArgs(None, "keep", k, -1e9)
         attention(q, kt, v, out, args, plans=plans)
         _check(out, reference(q, kt, v, args), np.float32)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 37, 37), (1, 1, 1, 37), (37,)])
+def test_per_head_and_padding_masks(small_blocks, shape) -> None:
+    q, kt, v = _inputs(3, 37, 37, np.float32)
+    keep = np.random.default_rng(2).random(shape) < 0.7
+    keep[..., 0] = True  # every row keeps a key
+    args = AttentionArgs(("mul", 0.35), "keep", keep, -1e9)
+    out = np.empty((2, 3, 37, 8), np.float32)
+    attention(q, kt, v, out, args, _native(np.float32), plans=MaskPlans())
+    _check(out, reference(q, kt, v, args), np.float32)
+
+
+def test_transposed_views_in_and_out() -> None:
+    rng = np.random.default_rng(3)
+    raw = rng.standard_normal((2, 37, 3, 3, 8)).astype(np.float32)  # [B, S, (q k v), H, D]
+    q, kt, v = raw[:, :, 0].transpose(0, 2, 1, 3), raw[:, :, 1].transpose(0, 2, 3, 1), raw[:, :, 2].transpose(0, 2, 1, 3)
+    args = AttentionArgs(("mul", 0.35), "keep", np.tril(np.ones((37, 37), bool)), -1e9)
+    out_raw = np.empty((2, 37, 3, 8), np.float32)
+    attention(q, kt, v, out_raw.transpose(0, 2, 1, 3), args, _native(np.float32), plans=MaskPlans())
+    _check(out_raw, reference(q, kt, v, args).transpose(0, 2, 1, 3), np.float32)
