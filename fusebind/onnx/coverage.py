@@ -40,6 +40,21 @@ KNOWN_FAILURES = {
 
 START, END = "<!-- claims:start -->", "<!-- claims:end -->"
 
+#: onnx's model-kind directories and the BackendTest class each becomes
+MODEL_KINDS = {"real": "OnnxBackendRealModelTest", "simple": "OnnxBackendSimpleModelTest",
+               "pytorch-converted": "OnnxBackendPyTorchConvertedModelTest",
+               "pytorch-operator": "OnnxBackendPyTorchOperatorModelTest"}
+
+#: the model-kind cases that run only under FUSEBIND_LONG=1 (test/onnx/test_backend_conformance.py
+#: reads this; the default run has every other model case): the full-size CNNs of `real` but
+#: squeezenet, each 5 to 45 s to compile and run on a loaded 2-core machine (measured with a warm
+#: object cache: squeezenet 8 s, zfnet512 5, resnet50 11, shufflenet 14, inception_v2 15, alexnet 18,
+#: inception_v1 23, vgg19 29, densenet121 45; the other 140 model cases 17 s together)
+MODEL_LONG_ONLY = frozenset({
+    "test_bvlc_alexnet_cpu", "test_densenet121_cpu", "test_inception_v1_cpu", "test_inception_v2_cpu",
+    "test_resnet50_cpu", "test_shufflenet_cpu", "test_vgg19_cpu", "test_zfnet512_cpu",
+})
+
 
 def _claims() -> dict[str, str]:
     """op type -> its opsets ("1.." or "7..12, 13..") for the default domain and others by prefix."""
@@ -87,6 +102,50 @@ def case_op_types() -> dict[str, set[str]]:
                 if model is not None:
                     out[f"{case.name}_cpu"] = {n.op_type for n in model.graph.node}
     return out
+
+
+def model_kind_cases() -> dict[str, str]:
+    """cpu case name -> its model kind ("real", "simple", "pytorch-converted", "pytorch-operator")."""
+    from onnx.backend.test.loader import load_model_tests
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {f"{case.name}_cpu": kind for kind in MODEL_KINDS for case in load_model_tests(kind=kind)}
+
+
+def _model_section(results: dict[str, list[str]]) -> list[str]:
+    """The model kinds: counts per kind, every case that does not pass with its reason, and which
+    cases the default run includes (the rest: FUSEBIND_LONG=1)."""
+    kinds = model_kind_cases()
+    parts = ["## Model kinds", "",
+             "The model cases of BackendTest (`real`: the 9 light CNNs, reference outputs from onnx's "
+             "ReferenceEvaluator; `simple`; `pytorch-converted`; `pytorch-operator`).", "",
+             "| kind | cases | pass | fail | skipped | not in this run |", "|---|---|---|---|---|---|"]
+    every = collections.Counter()
+    for kind in MODEL_KINDS:
+        cases = [c for c, k in kinds.items() if k == kind]
+        c = collections.Counter(_outcome(results[n][0]) if n in results else "absent" for n in cases)
+        every.update(c)
+        parts.append(f"| {kind} | {len(cases)} | {c['pass']} | {c['fail']} | {c['skip']} | {c['absent']} |")
+    parts.append(f"| all | {len(kinds)} | {every['pass']} | {every['fail']} | {every['skip']} | {every['absent']} |")
+    parts += ["", "### Model cases that do not pass", ""]
+    rows = [(case, kinds[case], results[case]) for case in sorted(kinds) if case in results
+            and results[case][0] != "pass"]
+    if rows:
+        parts += ["| case | kind | outcome | reason |", "|---|---|---|---|"]
+        for case, kind, (outcome, reason) in rows:
+            why = " ".join(reason.split()).replace("|", "\\|")[:240]
+            parts.append(f"| {case} | {kind} | {_outcome(outcome)} | {why} |")
+    else:
+        parts.append("None.")
+    default = sorted(c for c in kinds if c not in MODEL_LONG_ONLY)
+    long_only = sorted(c for c in kinds if c in MODEL_LONG_ONLY)
+    parts += ["", "### Which model cases run by default", "",
+              f"The default run (`pytest test/onnx/test_backend_conformance.py`) includes {len(default)} model "
+              f"cases; {len(long_only)} run only under `FUSEBIND_LONG=1` (full-size CNNs, 5 to 45 s each; "
+              "`coverage.MODEL_LONG_ONLY`):", "", ", ".join(f"`{c}`" for c in long_only) + ".", "",
+              "By default: " + ", ".join(f"`{c}`" for c in default) + ".", ""]
+    return parts
 
 
 def _outcome(v: str) -> str:
@@ -146,6 +205,7 @@ def render(results: dict[str, list[str]] | None, run_note: str = "") -> str:
         else:
             parts.append("None.")
         parts.append("")
+        parts += _model_section(results)
     return "\n".join(p for p in parts if p is not None) + "\n"
 
 

@@ -4,9 +4,12 @@
 under FUSEBIND_LONG=1 every cpu case (2033 with onnx 1.23.2) runs. By default a fixed,
 representative slice runs (`SLICE`, below: ~one case family per op group the importer claims,
 elementwise, comparisons, casts, reductions, arg-reductions, matmul/gemm, shape/layout and the
-composites with their `*_expanded` forms), chosen so that it fits in about a minute on a loaded
-machine: the cases of a family share shapes and dtypes, so their kernels hit the object cache and
-the static kernels.
+composites with their `*_expanded` forms, the conv/pool families), chosen so that it fits in
+about a minute on a loaded machine: the cases of a family share shapes and dtypes, so their kernels
+hit the object cache and the static kernels. The model kinds (`real`, `simple`, `pytorch-converted`,
+`pytorch-operator`) run by default too, but for the cases `fusebind.onnx.coverage.MODEL_LONG_ONLY`
+names (eight of the nine full-size CNNs of `real`, 5 to 45 s each), which run under
+FUSEBIND_LONG=1; docs/ONNX-COVERAGE.md lists both.
 
 A case fusebind does not run is skipped by `prepare` with the node, op and opset in the reason; a
 failure is a wrong value, shape or dtype (or an error that is not a refusal). The cases the runner
@@ -30,6 +33,7 @@ import warnings
 import onnx.backend.test
 
 import fusebind.onnx.backend as fusebind_backend
+from fusebind.onnx.coverage import MODEL_KINDS, MODEL_LONG_ONLY
 
 LONG = os.environ.get("FUSEBIND_LONG", "").strip() in ("1", "true", "yes", "on")
 
@@ -49,8 +53,13 @@ SLICE = (
     r"|flatten_axis1|gather_0|slice|split_equal_parts_1d_opset18|expand_dim_changed|tile)_cpu$",
     r"^test_(softmax_axis_1|logsoftmax_axis_1|layer_normalization_2d_axis1|gelu_default_1)(_expanded)?_cpu$",
     r"^test_gelu_tanh_1_cpu$",
+    r"^test_(basic_conv_with_padding|conv_with_strides_and_asymmetric_padding|conv_with_autopad_same"
+    r"|maxpool_2d_pads|maxpool_2d_ceil|maxpool_with_argmax_2d_precomputed_strides|averagepool_2d_pads_count_include_pad"
+    r"|averagepool_2d_same_lower|globalaveragepool|lppool_2d_strides|lrn|convtranspose_pads)_cpu$",
 )
 INCLUDE = r"^test_.*_cpu$" if LONG else "|".join(f"(?:{p})" for p in SLICE)
+#: the classes of the model kinds: their cases run by default but for MODEL_LONG_ONLY
+MODEL_CLASSES = frozenset(MODEL_KINDS.values())
 
 #: case -> [outcome, reason], for the coverage doc (FUSEBIND_ONNX_RESULTS)
 RESULTS: dict[str, list[str]] = {}
@@ -78,17 +87,23 @@ def _recorded(name: str, fn):
     return run
 
 
+def _wanted(cls_name: str, name: str) -> bool:
+    if cls_name in MODEL_CLASSES:
+        return name.endswith("_cpu") and (LONG or name not in MODEL_LONG_ONLY)
+    return re.search(INCLUDE, name) is not None
+
+
 def _cases() -> dict[str, type]:
     bt = onnx.backend.test.BackendTest(fusebind_backend, __name__)
-    bt.include(INCLUDE)
+    bt.include(r"^test_.*_cpu$")  # (which cases run: _wanted, per class)
     cases = bt.test_cases
-    for cls in cases.values():
+    for cls_name, cls in cases.items():
         for name in [n for n in vars(cls) if n.startswith("test_")]:
             fn = vars(cls)[name]
             if getattr(fn, "__unittest_skip__", False) and getattr(fn, "__unittest_skip_why__", "") in (
                     "no matched include pattern", "Backend doesn't support device CUDA"):
                 delattr(cls, name)  # filtered out by the runner: not a case of this run
-            elif not re.search(INCLUDE, name):
+            elif not _wanted(cls_name, name):
                 delattr(cls, name)
             else:
                 setattr(cls, name, _recorded(name, fn))
@@ -106,3 +121,24 @@ def _write_results() -> None:
 
 
 atexit.register(_write_results)
+
+
+def test_coverage_doc_names_model_skips_and_which_cases_run_by_default():
+    """docs/ONNX-COVERAGE.md's model section: every model case that does not pass, with its reason,
+    the counts per kind, and the default / FUSEBIND_LONG=1 lists (coverage.MODEL_LONG_ONLY)."""
+    from fusebind.onnx.coverage import _model_section
+
+    results = {"test_gradient_of_add_cpu": ["skip", "node 'my_gradient' (Gradient, opset 1): no | handler"],
+               "test_squeezenet_cpu": ["pass", ""], "test_resnet50_cpu": ["fail", "Not equal"],
+               "test_abs_cpu": ["pass", ""]}
+    text = "\n".join(_model_section(results))
+    assert "| test_gradient_of_add_cpu | simple | skip | node 'my_gradient' (Gradient, opset 1): no \\| handler |" in text
+    assert "| test_resnet50_cpu | real | fail | Not equal |" in text
+    assert "test_squeezenet_cpu |" not in text and "test_abs_cpu" not in text  # (passing; a node case)
+    assert "| real | 9 | 1 | 1 | 0 | 7 |" in text
+    assert "| all | 149 | 1 | 1 | 1 | 146 |" in text
+    long_line = next(line for line in text.splitlines() if line.startswith("`test_bvlc_alexnet_cpu`"))
+    assert "`test_resnet50_cpu`" in long_line and "`test_squeezenet_cpu`" not in long_line
+    default_line = next(line for line in text.splitlines() if line.startswith("By default: "))
+    assert "`test_squeezenet_cpu`" in default_line and "`test_operator_conv_cpu`" in default_line
+    assert "`test_resnet50_cpu`" not in default_line and default_line.count("`test_") == 141
