@@ -117,10 +117,18 @@ def _conv(x: Any, w: Any, bias: Any, strides: tuple[int, ...], lo: tuple[int, ..
         win = _window(x, kernel, strides, dilations, lhs_dilation, lo, hi, 0.0, what)  # (N, C, *k, *out)
         outs = tuple(int(s) for s in win.shape[2 + d:])
         col = np.reshape(win, (n, groups, (c // groups) * math.prod(kernel), math.prod(outs)))
-    wm = np.reshape(w, (groups, f // groups, (c // groups) * math.prod(kernel)))
+    ck = (c // groups) * math.prod(kernel)
+    if groups == 1:  # drop the unit group dim (and a unit batch): a 2-D GEMM binds to BLAS directly
+        col = np.reshape(col, (ck, math.prod(outs)) if n == 1 else (n, ck, math.prod(outs)))
+        wm = np.reshape(w, (f, ck))
+    else:
+        wm = np.reshape(w, (groups, f // groups, ck))
     y = np.reshape(np.matmul(wm, col), (n, f) + outs)
     if bias is not None:
-        y = y + np.reshape(bias, (1, f) + (1,) * d)
+        # an explicit broadcast_to (an index map in the epilogue), not a (1, F, 1...) operand broadcast by
+        # the add: a fused chain reading such a column operand gives wrong values from ~512K elements
+        # (pre-existing; /tmp/ha/ew2.py in the issue-16 report), the broadcast_to form does not
+        y = y + np.broadcast_to(np.reshape(bias, (1, f) + (1,) * d), (n, f) + outs)
     return y
 
 

@@ -136,8 +136,10 @@ def test_integer_max_pool_pads_with_the_minimum() -> None:
     (lambda: nn.conv(rand(1, 2, 3, 3), rand(1, 2, 5, 2)),
      "conv: spatial dim 0: the (dilated) kernel spans 5 elements, more than the 3 of the padded input; pad the "
      "input or use a smaller kernel"),
-    (lambda: nn.conv(rand(1, 2, 3, 3), rand(1, 2, 1, 1), strides=(0, 1)), "conv strides: entries must be >= 1, got [0, 1]"),
-    (lambda: nn.conv(rand(1, 2, 3, 3), rand(1, 2, 1, 1), pads=(0, -1, 0, 0)), "conv: pads must be >= 0, got [0, -1, 0, 0]"),
+    (lambda: nn.conv(rand(1, 2, 3, 3), rand(1, 2, 1, 1), strides=(0, 1)),
+     "conv strides: entries must be >= 1, got [0, 1]"),
+    (lambda: nn.conv(rand(1, 2, 3, 3), rand(1, 2, 1, 1), pads=(0, -1, 0, 0)),
+     "conv: pads must be >= 0, got [0, -1, 0, 0]"),
     (lambda: nn.max_pool(rand(2, 3), (2,)),
      "max_pool: the input must be (N, C, *spatial) with at least one spatial dim, got shape (2, 3)"),
     (lambda: nn.avg_pool(rand(1, 1, 4, 4), (2,)), "avg_pool kernel: expected 2 entries, got 1"),
@@ -169,7 +171,15 @@ def test_conv_bias_relu_jit_matches_onnx_and_is_window_matmul_epilogue() -> None
     text = _explain(f, X2, w, b)
     assert "region @ew_window (" in text and "[prim.window]" in text  # the im2col loop
     assert "prologue: window x k [3, 3] strides [2, 1] dilations [1, 2] pads [1, 1, 0, 2] fill 0" in text
-    assert "[prim.constant, prim.add, prim.max]" in text  # bias + relu: one epilogue kernel
+    assert "[prim.constant, prim.broadcast_to, prim.add, prim.max]" in text  # bias + relu: one epilogue kernel
+
+
+def test_conv_bias_relu_past_half_a_million_elements() -> None:
+    """Regression: the bias added as a (1, F, 1, 1) operand of the add, then relu, gave wrong values
+    from ~512K elements (a fused chain reading a column-broadcast operand); nn.conv broadcasts it."""
+    x, w, b = rand(1, 8, 96, 96), rand(64, 8, 1, 1), rand(64)
+    f = fb.jit(lambda x, w, b: np.maximum(nn.conv(x, w, b), 0))
+    close(f(x, w, b), np.maximum(onnx_ref("Conv", [x, w, b]), 0))
 
 
 def test_max_and_avg_pool_jit_match_onnx_in_one_kernel_each() -> None:
