@@ -1,6 +1,7 @@
-"""Handlers of the convolutional ops: Conv, ConvTranspose, MaxPool (with its Indices output),
-AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool and LRN, built on
-`fusebind.api.nn` (conv, conv_transpose, max_pool, avg_pool), which owns the window arithmetic.
+"""Handlers of the convolutional ops: Conv, ConvInteger, QLinearConv, ConvTranspose, MaxPool (with
+its Indices output), AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool and LRN,
+built on `fusebind.api.nn` (conv, conv_transpose, max_pool, avg_pool), which owns the window
+arithmetic.
 
 What is ONNX's and not numpy's lives here: the attributes (auto_pad's SAME_UPPER/SAME_LOWER/VALID
 resolved to explicit pads, kernel_shape taken from the weight when absent, ConvTranspose's
@@ -10,7 +11,8 @@ prims (a power, a zero-padded window sum of strided slices, a root or a pow). Ea
 numpy on its inputs, so a traced input builds prim IR and a constant one folds.
 
 Element types: each op takes the float types its spec lists (float16, float32, float64; bfloat16
-from opset 22) and MaxPool also int8/uint8 (opset 12); any other is a named refusal.
+from opset 22) and MaxPool also int8/uint8 (opset 12); ConvInteger and QLinearConv take int8/uint8
+and convolve in int32; any other is a named refusal.
 """
 
 from __future__ import annotations
@@ -110,9 +112,8 @@ def _shape(x: Any) -> tuple[int, ...]:
 # --------------------------------------------------------------------------- convolutions
 
 
-@onnx_op("Conv")
-def conv(ctx: NodeContext, x: Any, w: Any, b: Any = None) -> Any:
-    _check_dtype(ctx, x)
+def _conv_args(ctx: NodeContext, x: Any, w: Any) -> tuple[tuple[int, ...], list[int], tuple[int, ...], int]:
+    """(strides, pads, dilations, group) of a Conv-like node, checked against x and w."""
     d = _spatial(ctx, x)
     kernel = _kernel(ctx, w, d)
     strides, dilations = _ints(ctx, "strides", d, 1), _ints(ctx, "dilations", d, 1)
@@ -126,6 +127,14 @@ def conv(ctx: NodeContext, x: Any, w: Any, b: Any = None) -> Any:
            zip(_shape(x)[2:], kernel, strides, dilations, pads[:d], pads[d:])):
         raise ctx.unsupported(f"a kernel {list(kernel)} (dilations {list(dilations)}) larger than the padded "
                               f"input {list(_shape(x)[2:])}")
+    return strides, pads, dilations, group
+
+
+@onnx_op("Conv")
+def conv(ctx: NodeContext, x: Any, w: Any, b: Any = None) -> Any:
+    _check_dtype(ctx, x)
+    strides, pads, dilations, group = _conv_args(ctx, x, w)
+    f, d = _shape(w)[0], x.ndim - 2
     if group == 1 and f > 1 and is_const(w) and bool(np.all(np.asarray(w) == np.asarray(w)[:1])):
         # every filter the same (a constant-filled weight: the light models make theirs with
         # ConstantOfShape): one filter's convolution, broadcast over F. F times fewer flops, and every
@@ -135,6 +144,50 @@ def conv(ctx: NodeContext, x: Any, w: Any, b: Any = None) -> Any:
         y = np.broadcast_to(y, (y.shape[0], f) + tuple(y.shape[2:]))
         return y if b is None else y + np.reshape(b, (1, f) + (1,) * d)
     return nn.conv(x, w, b, strides=strides, pads=pads, dilations=dilations, groups=group)
+
+
+def _check_int8(ctx: NodeContext, *xs: Any) -> None:
+    for x in xs:
+        if np.dtype(x.dtype).name not in ("int8", "uint8"):
+            raise ctx.unsupported(f"an input of element type {np.dtype(x.dtype).name} (the op takes int8, uint8)")
+
+
+def _int_conv(ctx: NodeContext, x: Any, w: Any, xz: Any, wz: Any, b: Any = None) -> Any:
+    """The int32 convolution of (x - x_zero_point) and (w - w_zero_point, per tensor or per output
+    channel), plus an int32 bias: padding is a real zero (the zero point's code)."""
+    _check_int8(ctx, x, w)
+    strides, pads, dilations, group = _conv_args(ctx, x, w)
+    x32, w32 = x.astype(np.int32), w.astype(np.int32)
+    if xz is not None:
+        x32 = x32 - np.reshape(xz, ()).astype(np.int32)
+    if wz is not None:
+        wz = wz.astype(np.int32)
+        w32 = w32 - (np.reshape(wz, ()) if int(np.size(wz)) == 1 else np.reshape(wz, (-1,) + (1,) * (w.ndim - 1)))
+    return nn.conv(x32, w32, b, strides=strides, pads=pads, dilations=dilations, groups=group)
+
+
+@onnx_op("ConvInteger", since=10)
+def conv_integer(ctx: NodeContext, x: Any, w: Any, xz: Any = None, wz: Any = None) -> Any:
+    return _int_conv(ctx, x, w, xz, wz)
+
+
+@onnx_op("QLinearConv", since=10)
+def qlinear_conv(ctx: NodeContext, x: Any, x_scale: Any, xz: Any, w: Any, w_scale: Any, wz: Any, y_scale: Any,
+                 yz: Any = None, b: Any = None) -> Any:
+    """The reference's requantization: the int32 convolution times x_scale * w_scale / y_scale (w_scale
+    per tensor or per output channel), plus y_zero_point, rounded half to even and saturated to
+    y_zero_point's type (x's when absent)."""
+    if b is not None and np.dtype(b.dtype).name != "int32":
+        raise ctx.unsupported(f"a bias of element type {np.dtype(b.dtype).name} (QLinearConv's is int32)")
+    acc = _int_conv(ctx, x, w, xz, wz, b)
+    if int(np.size(w_scale)) > 1:
+        w_scale = np.reshape(w_scale, (1, -1) + (1,) * (x.ndim - 2))
+    r = acc * (x_scale * w_scale / y_scale)
+    out = np.dtype(yz.dtype if yz is not None else x.dtype)
+    if yz is not None:
+        r = r + yz
+    info = np.iinfo(out)
+    return np.clip(np.rint(r), info.min, info.max).astype(out)
 
 
 def _transpose_pads(ctx: NodeContext, ins: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
@@ -388,5 +441,5 @@ def lrn(ctx: NodeContext, x: Any) -> Any:
     return x / np.power(base, float(beta))
 
 
-__all__ = ["average_pool", "conv", "conv_transpose", "global_average_pool", "global_lp_pool", "global_max_pool",
-           "lp_pool", "lrn", "max_pool"]
+__all__ = ["average_pool", "conv", "conv_integer", "conv_transpose", "global_average_pool", "global_lp_pool",
+           "global_max_pool", "lp_pool", "lrn", "max_pool", "qlinear_conv"]

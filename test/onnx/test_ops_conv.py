@@ -42,6 +42,27 @@ CONV = [
      [X.astype(np.float64), W.astype(np.float64), B.astype(np.float64)], 11),
 ]
 
+XU8 = RNG.integers(0, 255, (1, 2, 5, 6)).astype(np.uint8)
+WI8 = RNG.integers(-128, 127, (3, 2, 3, 3)).astype(np.int8)
+WU8 = RNG.integers(0, 255, (3, 2, 3, 3)).astype(np.uint8)
+U8 = lambda v: np.array(v, np.uint8)  # noqa: E731
+F32 = lambda v: np.array(v, np.float32)  # noqa: E731
+
+QUANT = [
+    ("convinteger_pads_strides", node("ConvInteger", ["x", "w", "xz", "wz"], pads=[1, 1, 1, 1], strides=[2, 1]),
+     [XU8, WU8, U8(128), U8(7)], 10),
+    ("convinteger_int8_weight_per_channel_zero", node("ConvInteger", ["x", "w", "xz", "wz"], auto_pad="SAME_UPPER"),
+     [XU8, WI8, U8(3), np.array([1, -2, 5], np.int8)], 10),
+    ("convinteger_no_zero_points", node("ConvInteger", ["x", "w"], dilations=[2, 1]), [XU8, WU8], 10),
+    ("qlinearconv_per_channel_bias", node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+                                          pads=[1, 0, 1, 0]),
+     [XU8, F32(0.02), U8(120), WU8, F32([0.003, 0.004, 0.002]), U8(128), F32(0.05), U8(100),
+      np.array([-500, 0, 700], np.int32)], 10),
+    ("qlinearconv_int8_out", node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], strides=[2, 2]),
+     [XU8.astype(np.int8), F32(0.1), np.array(-3, np.int8), WI8, F32(0.01), np.array(0, np.int8), F32(0.3),
+      np.array(5, np.int8)], 10),
+]
+
 XT = RNG.standard_normal((1, 2, 3, 4)).astype(np.float32)
 WT = RNG.standard_normal((2, 3, 3, 3)).astype(np.float32)
 XTG = RNG.standard_normal((1, 4, 3, 3)).astype(np.float32)
@@ -133,6 +154,13 @@ def test_conv_matches_reference(name, nd, inputs, opset, jit):
 def test_conv_constant_weight_traced_input(name, nd, inputs, opset, jit):
     """The weight and bias as import-time constants (initializers), the input traced."""
     check(nd, inputs, const=[1, 2], opset=opset, rtol=1e-5, atol=1e-5, jit=True)
+
+
+@pytest.mark.parametrize("name,nd,inputs,opset,jit", with_modes(QUANT, {"qlinearconv_per_channel_bias"}))
+def test_integer_conv_matches_reference(name, nd, inputs, opset, jit):
+    """The zero points and scales are constants (initializers), as the quantized models have them."""
+    data = (0, 1) if nd.op_type == "ConvInteger" else (0, 3)  # (x and w traced, as a model's input and weight)
+    check(nd, inputs, const=[i for i in range(len(inputs)) if i not in data], opset=opset, jit=jit)
 
 
 @pytest.mark.parametrize("name,nd,inputs,opset,jit",
@@ -227,6 +255,8 @@ def _refused(nd, inputs, opset, message):
     ("convt_weight_channels", node("ConvTranspose", ["x", "w"]), [XT, WTG], 11,
      "node 'y' (ConvTranspose, opset 11): an input of 2 channels, a weight of shape (4, 1, 2, 2) and group 1 do not "
      "agree (the weight must be (C, F / group, *kernel), C divisible by group)"),
+    ("convinteger_int32", node("ConvInteger", ["x", "w"]), [X.astype(np.int32), W.astype(np.int32)], 10,
+     "node 'y' (ConvInteger, opset 10): an input of element type int32 (the op takes int8, uint8)"),
     ("maxpool_int8_before_12", node("MaxPool", ["x"], kernel_shape=[2, 2]), [X.astype(np.int8)], 11,
      "node 'y' (MaxPool, opset 11): an input of element type int8 (the op takes float16, float32, float64)"),
     ("maxpool_int32", node("MaxPool", ["x"], kernel_shape=[2, 2]), [X.astype(np.int32)], 12,
