@@ -1,5 +1,5 @@
 """Handlers of the convolutional ops: Conv, ConvInteger, QLinearConv, ConvTranspose, MaxPool (with
-its Indices output), AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool and LRN,
+its Indices output), MaxUnpool, AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool and LRN,
 built on `fusebind.api.nn` (conv, conv_transpose, max_pool, avg_pool), which owns the window
 arithmetic.
 
@@ -25,7 +25,7 @@ import numpy as np
 
 from fusebind.api import nn
 from fusebind.onnx.registry import NodeContext, onnx_op
-from fusebind.onnx.values import is_const
+from fusebind.onnx.values import const_inputs, const_ints, is_const
 
 _FLOATS = ("float16", "float32", "float64")
 _MAXPOOL_INTS = ("int8", "uint8")
@@ -77,6 +77,11 @@ def _auto_pads(ctx: NodeContext, ins: Sequence[int], kernel: Sequence[int], stri
         return [0] * (2 * d)
     if mode != "NOTSET":
         raise ctx.unsupported(f"auto_pad {mode!r} (the spec has NOTSET, SAME_UPPER, SAME_LOWER, VALID)")
+    return _explicit_pads(ctx, d)
+
+
+def _explicit_pads(ctx: NodeContext, d: int) -> list[int]:
+    """The pads attribute (lo..., hi...), none when absent."""
     pads = ctx.attr("pads")
     if pads is None:
         return [0] * (2 * d)
@@ -353,6 +358,44 @@ def _max_pool_with_indices(x: Any, kernel: Sequence[int], strides: Sequence[int]
     return best, index + base
 
 
+@onnx_op("MaxUnpool", since=9)
+@const_inputs(2)
+def max_unpool(ctx: NodeContext, x: Any, idx: Any, output_shape: Any = None) -> Any:
+    """MaxPool's inverse as the reference and the node suite have it: each value of x written at its
+    index, a flat position in the tensor of the pooling's inferred input shape, (in - 1) * stride +
+    kernel - pads per dim (zeros elsewhere); an output_shape larger than that pads it with zeros at
+    the end of each dim."""
+    _check_dtype(ctx, x)
+    d = _spatial(ctx, x)
+    kernel, strides = _pool_kernel(ctx, d), _ints(ctx, "strides", d, 1)
+    pads = _explicit_pads(ctx, d)
+    if tuple(idx.shape) != tuple(x.shape) or np.dtype(idx.dtype).name != "int64":
+        raise ctx.unsupported(f"indices of {np.dtype(idx.dtype).name} {tuple(idx.shape)} for an input of shape "
+                              f"{tuple(x.shape)} (MaxUnpool takes int64 indices of the input's shape)")
+    inferred = _shape(x)[:2] + tuple((n - 1) * s + k - pads[i] - pads[d + i] for i, (n, k, s) in
+                                     enumerate(zip(_shape(x)[2:], kernel, strides)))
+    from fusebind.api.at import at  # (the api's indexed update: numpy's `y[pos] = v` on traced arrays)
+
+    flat = np.zeros(math.prod(inferred), np.dtype(x.dtype))
+    values, pos = np.reshape(x, (-1,)), np.reshape(idx, (-1,))
+    if is_const(x) and is_const(idx):
+        p = np.asarray(pos)
+        if p.size and (p.min() < 0 or p.max() >= flat.size):
+            raise ctx.unsupported(f"indices outside [0, {flat.size}), the inferred shape {list(inferred)}")
+        flat[p] = np.asarray(values)
+        y = np.reshape(flat, inferred)
+    else:
+        y = np.reshape(at(flat)[pos].set(values), inferred)
+    if output_shape is None:
+        return y
+    shape = const_ints(ctx, output_shape, "output_shape")
+    if len(shape) != x.ndim or any(s < i for s, i in zip(shape, inferred)) or shape[:2] != list(inferred[:2]):
+        raise ctx.unsupported(f"output_shape {shape} smaller than the inferred shape {list(inferred)} (or of "
+                              "another batch, channels or rank)")
+    widths = tuple((0, s - i) for s, i in zip(shape, inferred))
+    return np.pad(y, widths) if any(w for _, w in widths) else y
+
+
 @onnx_op("AveragePool")
 def average_pool(ctx: NodeContext, x: Any) -> Any:
     _check_dtype(ctx, x)
@@ -442,4 +485,4 @@ def lrn(ctx: NodeContext, x: Any) -> Any:
 
 
 __all__ = ["average_pool", "conv", "conv_integer", "conv_transpose", "global_average_pool", "global_lp_pool",
-           "global_max_pool", "lp_pool", "lrn", "max_pool", "qlinear_conv"]
+           "global_max_pool", "lp_pool", "lrn", "max_pool", "max_unpool", "qlinear_conv"]

@@ -111,6 +111,11 @@ POOL = [
      [TIES], 12),
     ("maxpool_indices_all_neg_inf", node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3, 3], pads=[2, 2, 2, 2],
                                          strides=[2, 2]), [np.full((1, 1, 4, 4), -np.inf, np.float32)], 12),
+    ("maxunpool", node("MaxUnpool", ["x", "i"], kernel_shape=[2, 2], strides=[2, 2]),
+     [X[:, :, :2, :3], np.array([[[[0, 3, 5], [13, 14, 23]], [[1, 2, 4], [12, 17, 22]]]], np.int64) + [[[[0]], [[24]]]]],
+     12),
+    ("maxunpool_pads_3d", node("MaxUnpool", ["x", "i"], kernel_shape=[2, 2, 2], pads=[0, 1, 0, 0, 1, 0]),
+     [X3[:, :1, :2, :2, :2], np.array([0, 5, 8, 1, 2, 7, 3, 4], np.int64).reshape(1, 1, 2, 2, 2)], 12),
     ("avgpool_pads", node("AveragePool", ["x"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), [X], 19),
     ("avgpool_count_include_pad_ceil", node("AveragePool", ["x"], kernel_shape=[2, 3], pads=[1, 1, 0, 1],
                                             strides=[2, 2], count_include_pad=1, ceil_mode=1), [X], 19),
@@ -142,7 +147,7 @@ LRN_LOOP = {"lrn_even_size": (4, 1e-4, 0.75, 1.0), "lrn_3d": (5, 1e-4, 0.75, 2.0
 
 #: traced by default (shared shapes; the rest run folded on numpy, traced under FUSEBIND_LONG=1)
 TRACED_CONV = {"conv_pads_strides_bias", "conv_group_dilation"}
-TRACED_POOL = {"lrn"}
+TRACED_POOL = {"lrn", "maxunpool"}
 
 
 @pytest.mark.parametrize("name,nd,inputs,opset,jit", with_modes(CONV, TRACED_CONV))
@@ -179,6 +184,15 @@ def test_pool_matches_reference(name, nd, inputs, opset, jit):
             _assert_close(g, w)
     else:
         check(nd, inputs, opset=opset, rtol=1e-5, atol=1e-5, jit=jit, ref="ort" if name in ORT_CHECKED else "onnx")
+
+
+def test_maxunpool_output_shape_pads_the_end():
+    """output_shape larger than the inferred shape: the inferred block at the start, zeros after (the
+    reference's and the node suite's meaning), the shape a constant input."""
+    nd = node("MaxUnpool", ["x", "i", "s"], kernel_shape=[2, 2], strides=[2, 2])
+    inputs = [X[:1, :1, :2, :2], np.array([[[[5, 7], [13, 15]]]], np.int64), np.array([1, 1, 5, 6], np.int64)]
+    got = check(nd, inputs, const=[2], opset=12)[0]
+    assert got.shape == (1, 1, 5, 6) and not got[0, 0, 4].any() and not got[0, 0, :, 4:].any()
 
 
 def _assert_close(got, want):
@@ -257,6 +271,17 @@ def _refused(nd, inputs, opset, message):
      "agree (the weight must be (C, F / group, *kernel), C divisible by group)"),
     ("convinteger_int32", node("ConvInteger", ["x", "w"]), [X.astype(np.int32), W.astype(np.int32)], 10,
      "node 'y' (ConvInteger, opset 10): an input of element type int32 (the op takes int8, uint8)"),
+    ("maxunpool_indices_shape", node("MaxUnpool", ["x", "i"], kernel_shape=[2, 2]),
+     [X, np.zeros((1, 2, 5, 5), np.int64)], 12,
+     "node 'y' (MaxUnpool, opset 12): indices of int64 (1, 2, 5, 5) for an input of shape (1, 2, 5, 6) (MaxUnpool "
+     "takes int64 indices of the input's shape)"),
+    ("maxunpool_output_shape_small", node("MaxUnpool", ["x", "i", "s"], kernel_shape=[2, 2]),
+     [X, np.zeros((1, 2, 5, 6), np.int64), np.array([1, 2, 3, 3], np.int64)], 12,
+     "node 'y' (MaxUnpool, opset 12): output_shape [1, 2, 3, 3] smaller than the inferred shape [1, 2, 6, 7] (or "
+     "of another batch, channels or rank)"),
+    ("maxunpool_index_out_of_range", node("MaxUnpool", ["x", "i"], kernel_shape=[2, 2], strides=[2, 2]),
+     [X[:, :, :2, :2], np.full((1, 2, 2, 2), 32, np.int64)], 12,
+     "node 'y' (MaxUnpool, opset 12): indices outside [0, 32), the inferred shape [1, 2, 4, 4]"),
     ("maxpool_int8_before_12", node("MaxPool", ["x"], kernel_shape=[2, 2]), [X.astype(np.int8)], 11,
      "node 'y' (MaxPool, opset 11): an input of element type int8 (the op takes float16, float32, float64)"),
     ("maxpool_int32", node("MaxPool", ["x"], kernel_shape=[2, 2]), [X.astype(np.int32)], 12,
