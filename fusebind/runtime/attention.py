@@ -36,12 +36,13 @@ import numpy as np
 #: per element type: below this, exp(x) rounds to 0 (f32: exp(-104) < 2^-149; f64: exp(-746) < 2^-1074)
 _EXP_ZERO = {np.dtype(np.float32): -104.0, np.dtype(np.float64): -746.0}
 
-#: elements of one block's scores (all heads): 256 KiB of f32, so the scores and probabilities
-#: of a block stay in a 512 KiB L2. Measured on the causal block (8 heads, D=64, one core, min of
-#: 20 interleaved): against the unfused arm, 2^16 gave 1.03x at S=128 and 1.31x at S=512; 2^18
-#: 0.85x / 1.08x, 2^15 0.89x / 1.27x (smaller blocks also compute fewer masked scores, whose exp
-#: goes through the slow denormal range)
+#: elements of one block's scores (one head): 256 KiB of f32, so a block's scores and
+#: probabilities stay in a 512 KiB L2 with the head's kT and v
 BLOCK_ELEMENTS = 1 << 16
+
+#: at least this many query rows per block: BLAS on fewer rows measured slower than the unfused
+#: arm (S=2048, no mask, 32-row blocks: 0.8x)
+MIN_ROWS = 128
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,8 @@ class AttentionArgs:
 
 
 def block_rows(heads: int, sk: int, sq: int) -> int:
-    """Query rows per block: the scores of all heads stay within BLOCK_ELEMENTS, at least 16."""
-    rows = max(16, BLOCK_ELEMENTS // max(1, heads * sk))
+    """Query rows per block: the scores of `heads` heads stay within BLOCK_ELEMENTS, at least 16."""
+    rows = max(MIN_ROWS, BLOCK_ELEMENTS // max(1, heads * sk))
     rows = 1 << (rows.bit_length() - 1)  # a power of two
     return min(rows, sq)
 
@@ -159,12 +160,11 @@ def attention(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, arg
     sq, d = q.shape[-2:]
     sk, dv = v.shape[-2:]
     lead = q.shape[:-2]
-    n = int(np.prod(lead, dtype=np.int64))
     q4 = _scaled(q, args.scale)
     keep, add = _mask_arrays(args, lead, sq, sk)
-    rows = block_rows(n, sk, sq)
-    buf, pbuf = scratch(q.dtype, 2 * n * rows * sk).reshape(2, -1) if scratch else \
-        np.empty((2, n * rows * sk), dtype=q.dtype)
+    rows = block_rows(1, sk, sq)
+    buf, pbuf = scratch(q.dtype, 2 * rows * sk).reshape(2, -1) if scratch else \
+        np.empty((2, rows * sk), dtype=q.dtype)
     blocks: list[BlockPlan] | None = None
     if keep is not None and keep.ndim == 2 and args.fill is not None:
         # Columns outside a block's span hold `fill`, whose exp(fill - rowmax) is exactly 0 when
@@ -179,21 +179,28 @@ def attention(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, arg
         exact = keep
     else:
         exact = None
-    for b in blocks:
-        shape = (n, b.i1 - b.i0, b.hi - b.lo)
-        s3, p3 = buf[:math.prod(shape)].reshape(shape), pbuf[:math.prod(shape)].reshape(shape)
-        s, p = s3.reshape(*lead, *shape[1:]), p3.reshape(*lead, *shape[1:])
-        np.matmul(q4[..., b.i0:b.i1, :], kt[..., b.lo:b.hi], out=s)
-        if b.bias is not None:
-            part = s[..., b.c0:b.c1]
-            np.add(part, b.bias, out=part)
-        elif exact is not None:
-            tile = exact[..., b.i0:b.i1, :]
-            np.copyto(s, s.dtype.type(args.fill), where=np.broadcast_to(~tile, s.shape))
-        elif add is not None:
-            np.add(s, add[..., b.i0:b.i1, :], out=s)
-        softmax(s3, p3)
-        np.matmul(p, v[..., b.lo:b.hi, :], out=out[..., b.i0:b.i1, :])
+    fill = q.dtype.type(args.fill) if args.fill is not None else None
+    # one head at a time: its kT and v (2 x D x Sk) stay in cache across its blocks, and each
+    # block is one BLAS call of `rows` rows (a batched call over heads packed kT per head for
+    # blocks of few rows: measured slower on the unmasked S=512 block)
+    for h in np.ndindex(*lead):
+        qh, kth, vh, oh = q4[h], kt[h], v[h], out[h]
+        eh = None if exact is None else exact if exact.ndim == 2 else exact[h]
+        ah = None if add is None else add if add.ndim == 2 else add[h]
+        for b in blocks:
+            shape = (1, b.i1 - b.i0, b.hi - b.lo)
+            s3, p3 = buf[:math.prod(shape)].reshape(shape), pbuf[:math.prod(shape)].reshape(shape)
+            sb = s3[0]
+            np.matmul(qh[b.i0:b.i1], kth[:, b.lo:b.hi], out=sb)
+            if b.bias is not None:
+                part = sb[:, b.c0:b.c1]
+                np.add(part, b.bias, out=part)
+            elif eh is not None:
+                np.copyto(sb, fill, where=~eh[b.i0:b.i1])
+            elif ah is not None:
+                np.add(sb, ah[b.i0:b.i1], out=sb)
+            softmax(s3, p3)
+            np.matmul(p3[0], vh[b.lo:b.hi], out=oh[b.i0:b.i1])
 
 
 def _mask_arrays(args: AttentionArgs, lead: tuple[int, ...], sq: int,

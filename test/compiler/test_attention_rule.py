@@ -14,9 +14,16 @@ import numpy as np
 import pytest
 
 import fusebind as fb
+import fusebind.compiler.attention_rule as attention_rule
 import fusebind.runtime.attention_bind as attention_bind
 
 SQ, SK, D = 24, 24, 8
+
+
+@pytest.fixture(autouse=True)
+def small_attention(monkeypatch):
+    """These sizes are below the measured crossover: let the rule propose them anyway."""
+    monkeypatch.setattr(attention_rule, "MIN_SCORES", 0)
 
 
 def _inputs(dtype=np.float32, heads: int = 2):
@@ -134,3 +141,12 @@ def test_the_onnx_expanded_block_reaches_the_kernel() -> None:
     assert body is not None, text
     # q, k, v head transposes and the output's: strided views the kernel reads and writes, no copies
     assert body.group(1).split(", ").count("prim.transpose") == 4, text
+
+
+def test_below_the_crossover_the_rule_leaves_attention_to_the_other_rules(monkeypatch) -> None:
+    monkeypatch.setattr(attention_rule, "MIN_SCORES", SQ * SK + 1)
+    args = _inputs(heads=4)  # shapes of their own
+    f = fb.jit(plain_attention)
+    _check(f(*args), plain_attention(*args))
+    text = f.explain(*args)
+    assert not [r for r in _regions(text) if r.startswith("attention_")] and "attention:tiled" not in text, text

@@ -47,6 +47,7 @@ def _native(dtype):
 @pytest.fixture
 def small_blocks(monkeypatch):
     monkeypatch.setattr(att, "BLOCK_ELEMENTS", 1)  # 16-row blocks: several blocks at these sizes
+    monkeypatch.setattr(att, "MIN_ROWS", 16)
     return att.block_rows(2 * 3, 37, 37)
 
 
