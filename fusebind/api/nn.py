@@ -203,11 +203,11 @@ def _positive(v: tuple[int, ...], what: str) -> None:
 
 def _pool_fill(dtype: Any) -> float:
     dt = np.dtype(dtype)
-    if dt.kind == "f":
-        return float("-inf")
     if dt.kind == "b":
         return 0.0
-    return float(np.iinfo(dt).min)
+    if dt.kind in "iu":
+        return float(np.iinfo(dt).min)
+    return float("-inf")  # float16 / 32 / 64, and bfloat16 (ml_dtypes: kind 'V')
 
 
 def _pool_geometry(x: Any, kernel: Sequence[int], strides: Sequence[int] | None, pads: Sequence[int] | None,
@@ -263,7 +263,7 @@ def avg_pool(x: Any, kernel: Sequence[int], *, strides: Sequence[int] | None = N
         geo = {"window": kernel, "strides": strides, "dilations": dilations, "lhs_dilation": (1,) * d,
                "pads_lo": lo, "pads_hi": hi_x}
     count = np.maximum(window_values(ones, geo, 0.0).sum(axis=tuple(range(d))), 1.0)
-    dt = np.dtype(x.dtype) if np.dtype(x.dtype).kind == "f" else np.dtype(np.float64)
+    dt = np.dtype(x.dtype) if np.dtype(x.dtype).kind not in "biu" else np.dtype(np.float64)
     if (count == count.flat[0]).all():
         return total / dt.type(count.flat[0])
     graph = _graph_of(total)

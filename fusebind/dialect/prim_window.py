@@ -23,11 +23,11 @@ pads are >= 0 (a negative pad is a crop: slice first).
 (integer max pool). For an integer or bool `x` it must be a value of that type.
 
 Category: `ShapeOp` (it moves elements, FLOPS 0), `INDEX_MAP`: outside a fused region the
-executor runs the numpy reference; inside one it lowers to a `linalg.generic` with an identity
-output map that reads one small constant table per windowed dim (`window_tables`: the position
-in x read at (k_i, o_i), or -1 for padding and dilation holes) and `x` by `tensor.extract`
-(`lowering/emit_window.py`), so upstream fusion folds it into its consumer: a pooling is one
-reduction loop over x, with no window tensor.
+executor runs the numpy reference; inside one it lowers to a padding pass (when a tap reads the
+fill) and a `linalg.generic` with an identity output map that reads the (padded) input by
+`tensor.extract` at affine positions (`lowering/emit_window.py`), so upstream fusion folds it into
+its consumer: a pooling is one reduction loop, with no window tensor. `window_table` gives, per
+dim, the position in x each (tap, output position) reads, or -1 for the fill.
 """
 
 from __future__ import annotations

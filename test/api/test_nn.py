@@ -197,6 +197,16 @@ def test_max_and_avg_pool_jit_match_onnx_in_one_kernel_each() -> None:
     assert "prologue: window x k [3, 3] strides [2, 2] pads [1, 1, 1, 2] fill 0 (index map, no copy)" in text
 
 
+def test_avg_pool_with_its_count_as_a_kernel_input() -> None:
+    """Regression: the window's table block arguments were named like the kernel's input tensors
+    (%t1: here the per-position count, too large to clone into the region), which failed to parse."""
+    x = rand(1, 2, 32, 32)
+    f = fb.jit(lambda x: nn.avg_pool(x, (3, 3), strides=(2, 2), pads=(1, 1, 1, 1)))
+    close(f(x), onnx_ref("AveragePool", [x], kernel_shape=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)))
+    text = _explain(f, x)
+    assert "region @fused_window_reduce_sum_div (FusedOpId" in text and "compile failed" not in text
+
+
 def test_conv_transpose_jit_matches_onnx() -> None:
     x, w, b = rand(1, 2, 4, 5), rand(2, 3, 3, 3), rand(3)
     kw = dict(strides=(2, 2), pads=(1, 1, 1, 1), output_padding=(1, 0))
@@ -237,3 +247,16 @@ def test_pools_jit_every_geometry(case, include) -> None:
                                           count_include_pad=bool(include)))
         close(ap(x), onnx_ref("AveragePool", [x], kernel_shape=k, strides=s, pads=p, ceil_mode=ceil,
                               count_include_pad=include))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float16])
+def test_max_pool_jit_keeps_integer_and_half_dtypes(dtype) -> None:
+    """The fill is the dtype's lowest value (int32's minimum; float16's -inf, written by its bits)."""
+    x = (RNG.standard_normal((1, 2, 9, 9)) * 50).astype(dtype)
+    f = fb.jit(lambda x: nn.max_pool(x, (3, 3), strides=(2, 2), pads=(1, 1, 1, 1)))
+    got, want = f(x), nn.max_pool(x, (3, 3), strides=(2, 2), pads=(1, 1, 1, 1))
+    assert got.dtype == want.dtype == dtype and np.array_equal(got, want)
+    assert np.array_equal(want, onnx_ref("MaxPool", [x.astype(np.float32)], kernel_shape=(3, 3), strides=(2, 2),
+                                         pads=(1, 1, 1, 1)).astype(dtype))
+    text = _explain(f, x)
+    assert "region @fused_window_reduce_max (FusedOpId" in text and "compile failed" not in text
