@@ -20,7 +20,10 @@ scale * m and B * m + a. Only what is exactly foldable is rewritten, and nothing
     first output is used; its statistics and scale/B are constants of shape (C,);
   - each value removed (the producer's output, the BN's output inside an absorbed chain) has the
     next node as its only consumer and is not a graph output;
-  - the producer's weight (and bias) are constants; a Gemm's C broadcasts as ONNX allows.
+  - the producer's weight (and bias) are constants; a Gemm's C broadcasts as ONNX allows;
+  - a Conv whose filters are all equal keeps its BN when the BN scales channels differently:
+    the Conv handler computes equal filters once and broadcasts (the `light` models' weights),
+    which folding would turn into F distinct filters, F times the work.
 A graph with subgraphs (If/Loop/Scan bodies may read outer values) is left as it is. Values
 that become unused (old weights, their ConstantOfShape and shape initializers) are removed, and
 the model stays valid ONNX (onnx.checker passes). The caller's proto is never mutated: a model
@@ -213,7 +216,9 @@ class _Graph:
         """`value` in place of the initializer `name` when this one reader is all it has and
         its shape and dtype stay (so a weight keeps its name); else a new initializer."""
         old = self.inits.get(name)
+        flat = value.reshape(-1)
         if (old is None or self.uses.get(name, 0) != 1 or name in self.outputs
+                or (flat.size > 1 and bool(np.all(flat == flat[0])))
                 or tuple(old.dims) != value.shape or old.data_type != helper.np_dtype_to_tensor_dtype(value.dtype)):
             return self.add_init(name, value)
         self.inits[name] = numpy_helper.from_array(np.ascontiguousarray(value), name)
@@ -221,7 +226,23 @@ class _Graph:
         return name
 
     def add_init(self, base: str, value: np.ndarray) -> str:
+        """A new constant holding `value`: an initializer, or, when every element is the same
+        (the `light` models' weights), the ConstantOfShape those models write, which stays a
+        numpy constant of the trace (a large initializer would be a weight argument, and the
+        Conv handler's one-filter path for equal filters needs to see the numbers)."""
         name = self.fresh(f"{base}__bnfold")
+        flat = value.reshape(-1)
+        if flat.size > 1 and value.ndim >= 1 and bool(np.all(flat == flat[0])):
+            shape = self.fresh(f"{name}_shape")
+            self.new_inits.append(numpy_helper.from_array(np.array(value.shape, np.int64), shape))
+            node = helper.make_node("ConstantOfShape", [shape], [name], name=name,
+                                    value=numpy_helper.from_array(flat[:1].copy(), "value"))
+            self.nodes.insert(0, node)
+            self.producer[name] = node
+            self.uses[shape] += 1
+            self.read_by(node)
+            self._const_cache[name] = value
+            return name
         self.new_inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
         return name
 
@@ -389,6 +410,8 @@ def _fold_into(state: _Graph, p: Any, s: np.ndarray, t: np.ndarray, channels: in
     if p.op_type == "Conv":
         if w.ndim < 3 or w.shape[0] != channels or (b is not None and b.shape != (channels,)):
             return False
+        if int(attrs.get("group", 1)) == 1 and np.all(w == w[:1]) and not np.all(s == s[0]):
+            return False  # equal filters are one filter's conv (ops_conv.py); distinct ones cost F times more
         w_new = w64 * s.reshape((-1,) + (1,) * (w.ndim - 1))
         b_new = (b.astype(np.float64) if b is not None else 0.0) * s + t
     elif p.op_type == "ConvTranspose":
