@@ -107,3 +107,32 @@ def test_executor_split_comes_from_the_row(cache) -> None:
     import fusebind.runtime.jit as jit
 
     assert not hasattr(jit, "kernel_is_splittable")  # no side state beside the table
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_broadcast_operand_of_full_rank_is_not_split_or_generalized(threads) -> None:
+    """Regression: relu(y + b) with y (1, 64, 112, 112) and a (1, 64, 1, 1) bias (a conv's bias add,
+    802816 elements, above SPLIT_THRESHOLD) got a kernel compiled for dynamic shapes, every dim `?`,
+    which read the bias as if it were full-shaped: ~60% of the values were wrong (NaN, 1e30).
+    A region with a broadcast operand is not splittable (compiler/splitting.py)."""
+    from fusebind.compiler.splitting import region_is_splittable
+
+    rng = np.random.default_rng(7)
+    y = rng.standard_normal((1, 64, 112, 112), dtype=np.float32)
+    b = rng.standard_normal((1, 64, 1, 1), dtype=np.float32)
+    assert y.size >= SPLIT_THRESHOLD
+    f = fb.jit(lambda y, b: np.maximum(y + b, 0), threads=threads)
+    np.testing.assert_array_equal(f(y, b), np.maximum(y + b, 0))
+    t, tb = "tensor<1x64x112x112xf32>", "tensor<1x64x1x1xf32>"
+    module = parse_module(f"""
+func.func @f(%y: {t}, %b: {tb}) -> {t} {{
+  %s = prim.add %y, %b : ({t}, {tb}) -> {t}
+  %r = prim.relu %s : {t} -> {t}
+  func.return %r : {t}
+}}
+""")
+    (item,) = optimize_graph(module, table_context()).work_order
+    assert not region_is_splittable(item.region)
+    same = parse_module(_fma_relu(N))
+    (item2,) = optimize_graph(same, table_context()).work_order
+    assert region_is_splittable(item2.region)
