@@ -42,6 +42,13 @@ def target_key_parts(backend: Backend | None = None) -> dict[str, Any]:
     return (backend or backend_named(DEFAULT_BACKEND)).target_key_parts()
 
 
+def _interleave_key(text: str) -> dict[str, Any]:
+    from fusebind.lowering.codegen import interleave_count
+
+    n = interleave_count(text)
+    return {"interleave": n} if n else {}
+
+
 def build_object(emitted: EmittedKernel, *, cache: ObjectCache | None = None,
                  key_parts: dict[str, Any] | None = None, backend: Backend | None = None) -> BuiltObject:
     """Compile `emitted` (or fetch it from `cache`) for `backend` (None: the default one).
@@ -55,7 +62,9 @@ def build_object(emitted: EmittedKernel, *, cache: ObjectCache | None = None,
     key = None
     if cache.enabled:
         t = time.perf_counter()
-        key = cache_key(**(key_parts or {}), **target_key_parts(backend), text=emitted.text, entry=emitted.entry)
+        forced = _interleave_key(emitted.text)  # code compiled with a forced interleave count: its own key
+        key = cache_key(**(key_parts or {}), **target_key_parts(backend), **forced, text=emitted.text,
+                        entry=emitted.entry)
         hit = cache.get(key)
         timings["cache-lookup"] = time.perf_counter() - t
         if hit is not None and hit.symbol == emitted.entry:
