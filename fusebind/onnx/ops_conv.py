@@ -1,7 +1,7 @@
-"""Handlers of the convolutional ops: Conv, ConvInteger, QLinearConv, ConvTranspose, MaxPool (with
-its Indices output), MaxUnpool, AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool and LRN,
-built on `fusebind.api.nn` (conv, conv_transpose, max_pool, avg_pool), which owns the window
-arithmetic.
+"""Handlers of the convolutional ops: Conv, ConvTranspose, MaxPool (with its Indices output),
+MaxUnpool, AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool and LRN, built on
+`fusebind.api.nn` (conv, conv_transpose, max_pool, avg_pool), which owns the window arithmetic.
+Importing it also registers ops_conv_variants (ConvInteger, QLinearConv, DeformConv).
 
 What is ONNX's and not numpy's lives here: the attributes (auto_pad's SAME_UPPER/SAME_LOWER/VALID
 resolved to explicit pads, kernel_shape taken from the weight when absent, ConvTranspose's
@@ -11,8 +11,7 @@ prims (a power, a zero-padded window sum of strided slices, a root or a pow). Ea
 numpy on its inputs, so a traced input builds prim IR and a constant one folds.
 
 Element types: each op takes the float types its spec lists (float16, float32, float64; bfloat16
-from opset 22) and MaxPool also int8/uint8 (opset 12); ConvInteger and QLinearConv take int8/uint8
-and convolve in int32; any other is a named refusal.
+from opset 22) and MaxPool also int8/uint8 (opset 12); any other is a named refusal.
 """
 
 from __future__ import annotations
@@ -24,122 +23,16 @@ from typing import Any, Sequence
 import numpy as np
 
 from fusebind.api import nn
+from fusebind.onnx.conv_attrs import (MAXPOOL_INTS, attr_ints, auto_pads, check_dtype, conv_args, dims, explicit_pads,
+                                      pool_kernel, spatial, weight_kernel)
 from fusebind.onnx.registry import NodeContext, onnx_op
 from fusebind.onnx.values import const_inputs, const_ints, is_const
 
-_FLOATS = ("float16", "float32", "float64")
-_MAXPOOL_INTS = ("int8", "uint8")
-
-
-def _check_dtype(ctx: NodeContext, x: Any, ints: Sequence[str] = ()) -> None:
-    """x's element type is one the op's spec lists (bfloat16 from opset 22, `ints` from 12)."""
-    name = np.dtype(x.dtype).name
-    allowed = list(_FLOATS) + (["bfloat16"] if ctx.opset >= 22 else []) + (list(ints) if ctx.opset >= 12 else [])
-    if name not in allowed:
-        raise ctx.unsupported(f"an input of element type {name} (the op takes {', '.join(allowed)})")
-
-
-def _spatial(ctx: NodeContext, x: Any) -> int:
-    if x.ndim < 3:
-        raise ctx.unsupported(f"an input of shape {tuple(x.shape)}: the op needs (N, C, *spatial) with at "
-                              "least one spatial dim")
-    return x.ndim - 2
-
-
-def _ints(ctx: NodeContext, name: str, d: int, default: int) -> tuple[int, ...]:
-    v = ctx.attr(name)
-    if v is None:
-        return (default,) * d
-    v = tuple(int(i) for i in v)
-    if len(v) != d:
-        raise ctx.unsupported(f"{name} {list(v)}: expected {d} entries, one per spatial dim")
-    if any(i < 1 for i in v):
-        raise ctx.unsupported(f"{name} {list(v)}: every entry must be at least 1")
-    return v
-
-
-def _auto_pads(ctx: NodeContext, ins: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
-               dilations: Sequence[int]) -> list[int]:
-    """The explicit pads (lo..., hi...) of the node: its auto_pad resolved (SAME_*: the output is
-    ceil(in / stride), the odd unit at the end for SAME_UPPER, at the start for SAME_LOWER; VALID:
-    none), else its pads attribute (none when absent)."""
-    d = len(ins)
-    mode = ctx.attr("auto_pad", "NOTSET")
-    if mode in ("SAME_UPPER", "SAME_LOWER"):
-        lo, hi = [], []
-        for n, k, s, dl in zip(ins, kernel, strides, dilations):
-            total = max(0, (-(-n // s) - 1) * s + dl * (k - 1) + 1 - n)
-            small, big = total // 2, total - total // 2
-            lo.append(small if mode == "SAME_UPPER" else big)
-            hi.append(big if mode == "SAME_UPPER" else small)
-        return lo + hi
-    if mode == "VALID":
-        return [0] * (2 * d)
-    if mode != "NOTSET":
-        raise ctx.unsupported(f"auto_pad {mode!r} (the spec has NOTSET, SAME_UPPER, SAME_LOWER, VALID)")
-    return _explicit_pads(ctx, d)
-
-
-def _explicit_pads(ctx: NodeContext, d: int) -> list[int]:
-    """The pads attribute (lo..., hi...), none when absent."""
-    pads = ctx.attr("pads")
-    if pads is None:
-        return [0] * (2 * d)
-    pads = [int(p) for p in pads]
-    if len(pads) != 2 * d:
-        raise ctx.unsupported(f"pads {pads}: expected {2 * d} entries (begin and end of each spatial dim)")
-    if any(p < 0 for p in pads):
-        raise ctx.unsupported(f"pads {pads}: negative pads")
-    return pads
-
-
-def _kernel(ctx: NodeContext, w: Any, d: int) -> tuple[int, ...]:
-    """The weight's spatial shape; a kernel_shape attribute must agree with it."""
-    kernel = tuple(int(k) for k in w.shape[2:])
-    given = ctx.attr("kernel_shape")
-    if len(kernel) != d:
-        raise ctx.unsupported(f"a weight of shape {tuple(w.shape)} for an input with {d} spatial dims")
-    if given is not None and tuple(int(k) for k in given) != kernel:
-        raise ctx.unsupported(f"kernel_shape {list(given)} differs from the weight's spatial shape {list(kernel)}")
-    return kernel
-
-
-def _pool_kernel(ctx: NodeContext, d: int) -> tuple[int, ...]:
-    if ctx.attr("kernel_shape") is None:
-        raise ctx.unsupported("a pooling without its kernel_shape attribute")
-    return _ints(ctx, "kernel_shape", d, 1)
-
-
-def _shape(x: Any) -> tuple[int, ...]:
-    return tuple(int(n) for n in x.shape)
-
-
-# --------------------------------------------------------------------------- convolutions
-
-
-def _conv_args(ctx: NodeContext, x: Any, w: Any) -> tuple[tuple[int, ...], list[int], tuple[int, ...], int]:
-    """(strides, pads, dilations, group) of a Conv-like node, checked against x and w."""
-    d = _spatial(ctx, x)
-    kernel = _kernel(ctx, w, d)
-    strides, dilations = _ints(ctx, "strides", d, 1), _ints(ctx, "dilations", d, 1)
-    group = int(ctx.attr("group", 1))
-    c, f = _shape(x)[1], _shape(w)[0]
-    if group < 1 or c % group or f % group or _shape(w)[1] * group != c:
-        raise ctx.unsupported(f"an input of {c} channels, a weight of shape {_shape(w)} and group {group} do "
-                              "not agree (the weight must be (F, C / group, *kernel), F divisible by group)")
-    pads = _auto_pads(ctx, _shape(x)[2:], kernel, strides, dilations)
-    if any(nn.out_size(n, k, s, dl, lo, hi) < 1 for n, k, s, dl, lo, hi in
-           zip(_shape(x)[2:], kernel, strides, dilations, pads[:d], pads[d:])):
-        raise ctx.unsupported(f"a kernel {list(kernel)} (dilations {list(dilations)}) larger than the padded "
-                              f"input {list(_shape(x)[2:])}")
-    return strides, pads, dilations, group
-
-
 @onnx_op("Conv")
 def conv(ctx: NodeContext, x: Any, w: Any, b: Any = None) -> Any:
-    _check_dtype(ctx, x)
-    strides, pads, dilations, group = _conv_args(ctx, x, w)
-    f, d = _shape(w)[0], x.ndim - 2
+    check_dtype(ctx, x)
+    strides, pads, dilations, group = conv_args(ctx, x, w)
+    f, d = dims(w)[0], x.ndim - 2
     if group == 1 and f > 1 and is_const(w) and bool(np.all(np.asarray(w) == np.asarray(w)[:1])):
         # every filter the same (a constant-filled weight: the light models make theirs with
         # ConstantOfShape): one filter's convolution, broadcast over F. F times fewer flops, and every
@@ -149,50 +42,6 @@ def conv(ctx: NodeContext, x: Any, w: Any, b: Any = None) -> Any:
         y = np.broadcast_to(y, (y.shape[0], f) + tuple(y.shape[2:]))
         return y if b is None else y + np.reshape(b, (1, f) + (1,) * d)
     return nn.conv(x, w, b, strides=strides, pads=pads, dilations=dilations, groups=group)
-
-
-def _check_int8(ctx: NodeContext, *xs: Any) -> None:
-    for x in xs:
-        if np.dtype(x.dtype).name not in ("int8", "uint8"):
-            raise ctx.unsupported(f"an input of element type {np.dtype(x.dtype).name} (the op takes int8, uint8)")
-
-
-def _int_conv(ctx: NodeContext, x: Any, w: Any, xz: Any, wz: Any, b: Any = None) -> Any:
-    """The int32 convolution of (x - x_zero_point) and (w - w_zero_point, per tensor or per output
-    channel), plus an int32 bias: padding is a real zero (the zero point's code)."""
-    _check_int8(ctx, x, w)
-    strides, pads, dilations, group = _conv_args(ctx, x, w)
-    x32, w32 = x.astype(np.int32), w.astype(np.int32)
-    if xz is not None:
-        x32 = x32 - np.reshape(xz, ()).astype(np.int32)
-    if wz is not None:
-        wz = wz.astype(np.int32)
-        w32 = w32 - (np.reshape(wz, ()) if int(np.size(wz)) == 1 else np.reshape(wz, (-1,) + (1,) * (w.ndim - 1)))
-    return nn.conv(x32, w32, b, strides=strides, pads=pads, dilations=dilations, groups=group)
-
-
-@onnx_op("ConvInteger", since=10)
-def conv_integer(ctx: NodeContext, x: Any, w: Any, xz: Any = None, wz: Any = None) -> Any:
-    return _int_conv(ctx, x, w, xz, wz)
-
-
-@onnx_op("QLinearConv", since=10)
-def qlinear_conv(ctx: NodeContext, x: Any, x_scale: Any, xz: Any, w: Any, w_scale: Any, wz: Any, y_scale: Any,
-                 yz: Any = None, b: Any = None) -> Any:
-    """The reference's requantization: the int32 convolution times x_scale * w_scale / y_scale (w_scale
-    per tensor or per output channel), plus y_zero_point, rounded half to even and saturated to
-    y_zero_point's type (x's when absent)."""
-    if b is not None and np.dtype(b.dtype).name != "int32":
-        raise ctx.unsupported(f"a bias of element type {np.dtype(b.dtype).name} (QLinearConv's is int32)")
-    acc = _int_conv(ctx, x, w, xz, wz, b)
-    if int(np.size(w_scale)) > 1:
-        w_scale = np.reshape(w_scale, (1, -1) + (1,) * (x.ndim - 2))
-    r = acc * (x_scale * w_scale / y_scale)
-    out = np.dtype(yz.dtype if yz is not None else x.dtype)
-    if yz is not None:
-        r = r + yz
-    info = np.iinfo(out)
-    return np.clip(np.rint(r), info.min, info.max).astype(out)
 
 
 def _transpose_pads(ctx: NodeContext, ins: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
@@ -228,22 +77,22 @@ def _transpose_pads(ctx: NodeContext, ins: Sequence[int], kernel: Sequence[int],
 
 @onnx_op("ConvTranspose")
 def conv_transpose(ctx: NodeContext, x: Any, w: Any, b: Any = None) -> Any:
-    _check_dtype(ctx, x)
-    d = _spatial(ctx, x)
-    kernel = _kernel(ctx, w, d)
-    strides, dilations = _ints(ctx, "strides", d, 1), _ints(ctx, "dilations", d, 1)
+    check_dtype(ctx, x)
+    d = spatial(ctx, x)
+    kernel = weight_kernel(ctx, w, d)
+    strides, dilations = attr_ints(ctx, "strides", d, 1), attr_ints(ctx, "dilations", d, 1)
     group = int(ctx.attr("group", 1))
-    c = _shape(x)[1]
-    if group < 1 or c % group or _shape(w)[0] != c:
-        raise ctx.unsupported(f"an input of {c} channels, a weight of shape {_shape(w)} and group {group} do "
+    c = dims(x)[1]
+    if group < 1 or c % group or dims(w)[0] != c:
+        raise ctx.unsupported(f"an input of {c} channels, a weight of shape {dims(w)} and group {group} do "
                               "not agree (the weight must be (C, F / group, *kernel), C divisible by group)")
     out_pad = ctx.attr("output_padding")
     out_pad = [0] * d if out_pad is None else [int(p) for p in out_pad][-d:]
     if len(out_pad) != d or any(p < 0 or (p >= s and p >= dl) for p, s, dl in zip(out_pad, strides, dilations)):
         raise ctx.unsupported(f"output_padding {list(ctx.attr('output_padding'))}: expected {d} entries, each "
                               "smaller than its stride or dilation")
-    pads = _transpose_pads(ctx, _shape(x)[2:], kernel, strides, dilations, out_pad)
-    full = [strides[i] * (_shape(x)[2 + i] - 1) + out_pad[i] + dilations[i] * (kernel[i] - 1) + 1 for i in range(d)]
+    pads = _transpose_pads(ctx, dims(x)[2:], kernel, strides, dilations, out_pad)
+    full = [strides[i] * (dims(x)[2 + i] - 1) + out_pad[i] + dilations[i] * (kernel[i] - 1) + 1 for i in range(d)]
     if any(full[i] - pads[i] - pads[d + i] < 1 for i in range(d)):
         raise ctx.unsupported(f"pads {pads} leave no output of the transposed convolution ({full})")
     if all(p >= 0 for p in pads):
@@ -263,15 +112,15 @@ def conv_transpose(ctx: NodeContext, x: Any, w: Any, b: Any = None) -> Any:
 
 
 def _pool_args(ctx: NodeContext, x: Any) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], list[int], bool]:
-    d = _spatial(ctx, x)
-    kernel = _pool_kernel(ctx, d)
-    strides, dilations = _ints(ctx, "strides", d, 1), _ints(ctx, "dilations", d, 1)
-    pads = _auto_pads(ctx, _shape(x)[2:], kernel, strides, dilations)
+    d = spatial(ctx, x)
+    kernel = pool_kernel(ctx, d)
+    strides, dilations = attr_ints(ctx, "strides", d, 1), attr_ints(ctx, "dilations", d, 1)
+    pads = auto_pads(ctx, dims(x)[2:], kernel, strides, dilations)
     ceil_mode = bool(ctx.attr("ceil_mode", 0)) and ctx.attr("auto_pad", "NOTSET") in ("NOTSET", "VALID")
     if any(nn.out_size(n, k, s, dl, lo, hi, ceil_mode) < 1 for n, k, s, dl, lo, hi in
-           zip(_shape(x)[2:], kernel, strides, dilations, pads[:d], pads[d:])):
+           zip(dims(x)[2:], kernel, strides, dilations, pads[:d], pads[d:])):
         raise ctx.unsupported(f"a kernel {list(kernel)} (dilations {list(dilations)}) larger than the padded "
-                              f"input {list(_shape(x)[2:])}")
+                              f"input {list(dims(x)[2:])}")
     if any(p >= dl * (k - 1) + 1 for p, k, dl in zip(pads, kernel * 2, dilations * 2)):
         raise ctx.unsupported(f"pads {pads} as wide as the kernel {list(kernel)}: a window of padding only")
     return kernel, strides, dilations, pads, ceil_mode
@@ -300,7 +149,7 @@ def _taps(xp: Any, kernel: Sequence[int], strides: Sequence[int], dilations: Seq
 def _window_sum(x: Any, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
                 pads: Sequence[int], ceil_mode: bool) -> Any:
     """The sum over each window, padding counting as zero."""
-    outs, widths = _windows(_shape(x)[2:], kernel, strides, dilations, pads, ceil_mode)
+    outs, widths = _windows(dims(x)[2:], kernel, strides, dilations, pads, ceil_mode)
     xp = np.pad(x, ((0, 0), (0, 0)) + tuple(widths)) if any(map(any, widths)) else x
     out = None
     for _, t in _taps(xp, kernel, strides, dilations, outs):
@@ -314,7 +163,7 @@ def _wants(ctx: NodeContext, i: int) -> bool:
 
 @onnx_op("MaxPool")
 def max_pool(ctx: NodeContext, x: Any) -> Any:
-    _check_dtype(ctx, x, _MAXPOOL_INTS)
+    check_dtype(ctx, x, MAXPOOL_INTS)
     kernel, strides, dilations, pads, ceil_mode = _pool_args(ctx, x)
     d = len(kernel)
     if not _wants(ctx, 1):
@@ -331,7 +180,7 @@ def _max_pool_with_indices(x: Any, kernel: Sequence[int], strides: Sequence[int]
     (C order of the taps, a later tap wins only when strictly greater), in the input raveled row
     major (storage_order 0) or with its spatial dims column major (1), plus (n * C + c) times the
     spatial size. Which taps fall in the padding is known at import: a padded tap never wins."""
-    ins = _shape(x)[2:]
+    ins = dims(x)[2:]
     d = len(ins)
     outs, widths = _windows(ins, kernel, strides, dilations, pads, ceil_mode)
     fill = -np.inf if np.dtype(x.dtype).kind == "f" else np.iinfo(np.dtype(x.dtype)).min
@@ -353,7 +202,7 @@ def _max_pool_with_indices(x: Any, kernel: Sequence[int], strides: Sequence[int]
         best = np.where(take, t, best)
         index = np.where(take, flat[None, None], index)
         seen = seen | valid
-    n, c = _shape(x)[:2]
+    n, c = dims(x)[:2]
     base = (np.arange(n * c, dtype=np.int64) * math.prod(ins)).reshape((n, c) + (1,) * d)
     return best, index + base
 
@@ -365,15 +214,15 @@ def max_unpool(ctx: NodeContext, x: Any, idx: Any, output_shape: Any = None) -> 
     index, a flat position in the tensor of the pooling's inferred input shape, (in - 1) * stride +
     kernel - pads per dim (zeros elsewhere); an output_shape larger than that pads it with zeros at
     the end of each dim."""
-    _check_dtype(ctx, x)
-    d = _spatial(ctx, x)
-    kernel, strides = _pool_kernel(ctx, d), _ints(ctx, "strides", d, 1)
-    pads = _explicit_pads(ctx, d)
+    check_dtype(ctx, x)
+    d = spatial(ctx, x)
+    kernel, strides = pool_kernel(ctx, d), attr_ints(ctx, "strides", d, 1)
+    pads = explicit_pads(ctx, d)
     if tuple(idx.shape) != tuple(x.shape) or np.dtype(idx.dtype).name != "int64":
         raise ctx.unsupported(f"indices of {np.dtype(idx.dtype).name} {tuple(idx.shape)} for an input of shape "
                               f"{tuple(x.shape)} (MaxUnpool takes int64 indices of the input's shape)")
-    inferred = _shape(x)[:2] + tuple((n - 1) * s + k - pads[i] - pads[d + i] for i, (n, k, s) in
-                                     enumerate(zip(_shape(x)[2:], kernel, strides)))
+    inferred = dims(x)[:2] + tuple((n - 1) * s + k - pads[i] - pads[d + i] for i, (n, k, s) in
+                                     enumerate(zip(dims(x)[2:], kernel, strides)))
     from fusebind.api.at import at  # (the api's indexed update: numpy's `y[pos] = v` on traced arrays)
 
     flat = np.zeros(math.prod(inferred), np.dtype(x.dtype))
@@ -398,7 +247,7 @@ def max_unpool(ctx: NodeContext, x: Any, idx: Any, output_shape: Any = None) -> 
 
 @onnx_op("AveragePool")
 def average_pool(ctx: NodeContext, x: Any) -> Any:
-    _check_dtype(ctx, x)
+    check_dtype(ctx, x)
     kernel, strides, dilations, pads, ceil_mode = _pool_args(ctx, x)
     return nn.avg_pool(x, kernel, strides=strides, pads=pads, dilations=dilations, ceil_mode=ceil_mode,
                        count_include_pad=bool(ctx.attr("count_include_pad", 0)))
@@ -429,15 +278,15 @@ def _root(s: Any, p: float) -> Any:
 
 @onnx_op("LpPool")
 def lp_pool(ctx: NodeContext, x: Any) -> Any:
-    _check_dtype(ctx, x)
+    check_dtype(ctx, x)
     p = _p(ctx)
     kernel, strides, dilations, pads, ceil_mode = _pool_args(ctx, x)
     return _root(_window_sum(_abs_pow(x, p), kernel, strides, dilations, pads, ceil_mode), p)
 
 
 def _global_axes(ctx: NodeContext, x: Any) -> tuple[int, ...]:
-    _check_dtype(ctx, x)
-    return tuple(range(2, 2 + _spatial(ctx, x)))
+    check_dtype(ctx, x)
+    return tuple(range(2, 2 + spatial(ctx, x)))
 
 
 @onnx_op("GlobalAveragePool")
@@ -464,7 +313,7 @@ def lrn(ctx: NodeContext, x: Any) -> Any:
     """y = x / (bias + alpha / size * square_sum) ** beta, square_sum over the channels
     c - floor((size - 1) / 2) .. c + ceil((size - 1) / 2) (zero past the ends): the squares,
     zero-padded along C, summed over `size` shifted slices."""
-    _check_dtype(ctx, x)
+    check_dtype(ctx, x)
     if x.ndim < 3:
         raise ctx.unsupported(f"an input of shape {tuple(x.shape)}: LRN needs (N, C, D1, ...)")
     size = ctx.attr("size")
@@ -472,7 +321,7 @@ def lrn(ctx: NodeContext, x: Any) -> Any:
         raise ctx.unsupported(f"size {size} (LRN needs a positive size)")
     size = int(size)
     alpha, beta, bias = ctx.attr("alpha", 1e-4), ctx.attr("beta", 0.75), ctx.attr("bias", 1.0)
-    c = _shape(x)[1]
+    c = dims(x)[1]
     lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
     sq = x * x
     padded = np.pad(sq, ((0, 0), (lo, hi)) + ((0, 0),) * (x.ndim - 2)) if size > 1 else sq
@@ -484,5 +333,8 @@ def lrn(ctx: NodeContext, x: Any) -> Any:
     return x / np.power(base, float(beta))
 
 
-__all__ = ["average_pool", "conv", "conv_integer", "conv_transpose", "global_average_pool", "global_lp_pool",
-           "global_max_pool", "lp_pool", "lrn", "max_pool", "max_unpool", "qlinear_conv"]
+__all__ = ["average_pool", "conv", "conv_transpose", "global_average_pool", "global_lp_pool", "global_max_pool",
+           "lp_pool", "lrn", "max_pool", "max_unpool"]
+
+
+from fusebind.onnx import ops_conv_variants  # noqa: E402,F401  (registers ConvInteger, QLinearConv, DeformConv)

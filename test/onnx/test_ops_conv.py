@@ -63,6 +63,19 @@ QUANT = [
       np.array(5, np.int8)], 10),
 ]
 
+XD = RNG.standard_normal((2, 4, 5, 5)).astype(np.float32)
+WD = RNG.standard_normal((2, 2, 2, 2)).astype(np.float32)
+
+DEFORM = [
+    ("deform_pads_strides_bias", node("DeformConv", ["x", "w", "o", "b"], pads=[1, 0, 1, 1], strides=[2, 1]),
+     [XD, RNG.standard_normal((2, 4, 2, 2)).astype(np.float32),
+      (RNG.standard_normal((2, 8, 3, 5)) * 1.5).astype(np.float32), B[:2]], 19),
+    ("deform_groups_offset_groups_mask", node("DeformConv", ["x", "w", "o", "", "m"], group=2, offset_group=2,
+                                              dilations=[1, 2]),
+     [XD, WD, (RNG.standard_normal((2, 16, 4, 3)) * 2).astype(np.float32), None,
+      RNG.uniform(0, 1, (2, 8, 4, 3)).astype(np.float32)], 19),
+]
+
 XT = RNG.standard_normal((1, 2, 3, 4)).astype(np.float32)
 WT = RNG.standard_normal((2, 3, 3, 3)).astype(np.float32)
 XTG = RNG.standard_normal((1, 4, 3, 3)).astype(np.float32)
@@ -74,7 +87,8 @@ CONV_TRANSPOSE = [
                                                pads=[1, 0, 0, 1]), [XT, WT, B], 11),
     ("convt_output_shape_longer", node("ConvTranspose", ["x", "w", "b"], strides=[3, 2], output_shape=[10, 10]),
      [XT, WT, B], 11),
-    ("convt_output_shape_shorter", node("ConvTranspose", ["x", "w"], strides=[2, 2], output_shape=[5, 7]), [XT, WT], 11),
+    ("convt_output_shape_shorter", node("ConvTranspose", ["x", "w"], strides=[2, 2], output_shape=[5, 7]),
+     [XT, WT], 11),
     ("convt_same_upper", node("ConvTranspose", ["x", "w"], strides=[2, 2], auto_pad="SAME_UPPER"), [XT, WT], 11),
     ("convt_same_lower", node("ConvTranspose", ["x", "w"], strides=[2, 2], auto_pad="SAME_LOWER"), [XT, WT], 11),
     ("convt_valid_kernel_shape", node("ConvTranspose", ["x", "w"], kernel_shape=[3, 3], auto_pad="VALID",
@@ -112,7 +126,8 @@ POOL = [
     ("maxpool_indices_all_neg_inf", node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3, 3], pads=[2, 2, 2, 2],
                                          strides=[2, 2]), [np.full((1, 1, 4, 4), -np.inf, np.float32)], 12),
     ("maxunpool", node("MaxUnpool", ["x", "i"], kernel_shape=[2, 2], strides=[2, 2]),
-     [X[:, :, :2, :3], np.array([[[[0, 3, 5], [13, 14, 23]], [[1, 2, 4], [12, 17, 22]]]], np.int64) + [[[[0]], [[24]]]]],
+     [X[:, :, :2, :3],
+      np.array([[[[0, 3, 5], [13, 14, 23]], [[1, 2, 4], [12, 17, 22]]]], np.int64) + [[[[0]], [[24]]]]],
      12),
     ("maxunpool_pads_3d", node("MaxUnpool", ["x", "i"], kernel_shape=[2, 2, 2], pads=[0, 1, 0, 0, 1, 0]),
      [X3[:, :1, :2, :2, :2], np.array([0, 5, 8, 1, 2, 7, 3, 4], np.int64).reshape(1, 1, 2, 2, 2)], 12),
@@ -121,7 +136,8 @@ POOL = [
                                             strides=[2, 2], count_include_pad=1, ceil_mode=1), [X], 19),
     ("avgpool_same_upper", node("AveragePool", ["x"], kernel_shape=[3, 2], auto_pad="SAME_UPPER", strides=[2, 1]),
      [X], 19),
-    ("avgpool_dilations", node("AveragePool", ["x"], kernel_shape=[2, 2], pads=[1, 0, 1, 1], dilations=[2, 1]), [X], 19),
+    ("avgpool_dilations", node("AveragePool", ["x"], kernel_shape=[2, 2], pads=[1, 0, 1, 1], dilations=[2, 1]),
+     [X], 19),
     ("avgpool_3d", node("AveragePool", ["x"], kernel_shape=[2, 2, 3], strides=[2, 1, 2]), [X3], 11),
     ("lppool_p2_pads", node("LpPool", ["x"], kernel_shape=[2, 3], pads=[1, 1, 1, 1], strides=[1, 2]), [X], 18),
     ("lppool_p1", node("LpPool", ["x"], kernel_shape=[2, 2], p=1), [X], 18),
@@ -166,6 +182,13 @@ def test_integer_conv_matches_reference(name, nd, inputs, opset, jit):
     """The zero points and scales are constants (initializers), as the quantized models have them."""
     data = (0, 1) if nd.op_type == "ConvInteger" else (0, 3)  # (x and w traced, as a model's input and weight)
     check(nd, inputs, const=[i for i in range(len(inputs)) if i not in data], opset=opset, jit=jit)
+
+
+@pytest.mark.parametrize("name,nd,inputs,opset,jit", with_modes(DEFORM, set()))
+def test_deform_conv_matches_reference(name, nd, inputs, opset, jit):
+    """Offsets of a few pixels (samples past the border read zeros); traced under FUSEBIND_LONG=1 (its
+    compile takes seconds)."""
+    check(nd, inputs, opset=opset, rtol=1e-5, atol=1e-5, jit=jit)
 
 
 @pytest.mark.parametrize("name,nd,inputs,opset,jit",
@@ -282,6 +305,10 @@ def _refused(nd, inputs, opset, message):
     ("maxunpool_index_out_of_range", node("MaxUnpool", ["x", "i"], kernel_shape=[2, 2], strides=[2, 2]),
      [X[:, :, :2, :2], np.full((1, 2, 2, 2), 32, np.int64)], 12,
      "node 'y' (MaxUnpool, opset 12): indices outside [0, 32), the inferred shape [1, 2, 4, 4]"),
+    ("deform_offset_shape", node("DeformConv", ["x", "w", "o"]),
+     [XD, WD.repeat(2, 1), np.zeros((2, 8, 3, 3), np.float32)], 19,
+     "node 'y' (DeformConv, opset 19): offset (2, 8, 3, 3) / mask None for offset_group 1, a 2x2 kernel and a 4x4 "
+     "output"),
     ("maxpool_int8_before_12", node("MaxPool", ["x"], kernel_shape=[2, 2]), [X.astype(np.int8)], 11,
      "node 'y' (MaxPool, opset 11): an input of element type int8 (the op takes float16, float32, float64)"),
     ("maxpool_int32", node("MaxPool", ["x"], kernel_shape=[2, 2]), [X.astype(np.int32)], 12,
