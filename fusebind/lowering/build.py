@@ -8,6 +8,7 @@ Must not: import `mlir` before a cache miss.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,11 +43,16 @@ def target_key_parts(backend: Backend | None = None) -> dict[str, Any]:
     return (backend or backend_named(DEFAULT_BACKEND)).target_key_parts()
 
 
-def _interleave_key(text: str) -> dict[str, Any]:
+def interleave_of(emitted: EmittedKernel) -> int:
+    """The forced loop interleave count of `emitted`'s code (codegen.interleave_count: erf/tanh
+    kernels of at least INTERLEAVE_MIN_ELEMENTS elements or of dynamic shapes)."""
     from fusebind.lowering.codegen import interleave_count
 
-    n = interleave_count(text)
-    return {"interleave": n} if n else {}
+    sizes = []
+    for spec in (*emitted.inputs, *emitted.outputs):
+        shape = tuple(spec.shape)
+        sizes.append(None if any(d is None or d < 0 for d in shape) else math.prod(shape))
+    return interleave_count(emitted.text, None if None in sizes else max(sizes, default=0))
 
 
 def build_object(emitted: EmittedKernel, *, cache: ObjectCache | None = None,
@@ -58,25 +64,27 @@ def build_object(emitted: EmittedKernel, *, cache: ObjectCache | None = None,
     the backend's target facts and a hash of the emitted text itself.
     """
     cache = cache if cache is not None else default_cache()
+    interleave = interleave_of(emitted)
     timings: dict[str, float] = {}
     key = None
     if cache.enabled:
         t = time.perf_counter()
-        forced = _interleave_key(emitted.text)  # code compiled with a forced interleave count: its own key
+        forced = {"interleave": interleave} if interleave else {}  # such code has its own key
         key = cache_key(**(key_parts or {}), **target_key_parts(backend), **forced, text=emitted.text,
                         entry=emitted.entry)
         hit = cache.get(key)
         timings["cache-lookup"] = time.perf_counter() - t
         if hit is not None and hit.symbol == emitted.entry:
             return BuiltObject(hit.object_code, hit.symbol, True, timings)
-    code = compile_text(emitted.text, emitted.entry, timings)
+    code = compile_text(emitted.text, emitted.entry, timings, interleave=interleave)
     if key is not None:
         cache.put(key, CachedObject(emitted.entry, code))
     return BuiltObject(code, emitted.entry, False, timings)
 
 
-def compile_text(text: str, entry: str, timings: dict[str, float] | None = None) -> bytes:
-    """Upstream MLIR text -> object code exporting only `entry` (no cache)."""
+def compile_text(text: str, entry: str, timings: dict[str, float] | None = None, *, interleave: int = 0) -> bytes:
+    """Upstream MLIR text -> object code exporting only `entry` (no cache); `interleave`: the
+    forced loop interleave count (`interleave_of`; 0: the vectorizer's cost model)."""
     from fusebind.lowering.codegen import compile_llvm_ir
     from fusebind.lowering.pipeline import run_upstream_pipeline, translate_to_llvm_ir
 
@@ -86,7 +94,7 @@ def compile_text(text: str, entry: str, timings: dict[str, float] | None = None)
     t1 = time.perf_counter()
     llvm_ir = translate_to_llvm_ir(module)
     t2 = time.perf_counter()
-    code = compile_llvm_ir(llvm_ir, entry)
+    code = compile_llvm_ir(llvm_ir, entry, interleave=interleave)
     t3 = time.perf_counter()
     timings.update({"mlir-passes": t1 - t0, "translate": t2 - t1, "llvm-o3-codegen": t3 - t2})
     return code

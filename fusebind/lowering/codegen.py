@@ -43,17 +43,23 @@ AVX512_ATTRIBUTES = '"prefer-vector-width"="512"'
 # series and an exp, 33 dependent FMAs per vector) in which the vectorizer's cost model keeps one
 # vector in flight. Four interleaved vectors measured (128x2048 f32, one AVX2 core, min of 50):
 # erf 957 -> 498 us, GELU(erf) with its bias 826 -> 524 us, tanh 277 -> 192 us, the same values
-# (interleaving runs the same operations on each element). Other kernels keep the cost model's
+# (interleaving runs the same operations on each element). It costs compile time (O3 + codegen of
+# the erf kernel ~100 -> ~300 ms), so only kernels of at least INTERLEAVE_MIN_ELEMENTS elements (or
+# dynamic shapes) get it (`build.build_object` decides). Other kernels keep the cost model's
 # choice, so reductions keep their order. The count is LLVM's process-wide option, set for each
 # module's optimisation under `_OPTION_LOCK` (the JIT worker and the caller may compile at once).
 INTERLEAVED_CALLS = re.compile(r"@__fb_(?:erf|tanh)_f(?:32|64)\b")
 INTERLEAVE_COUNT = 4
+INTERLEAVE_MIN_ELEMENTS = 1 << 15
 _OPTION_LOCK = threading.Lock()
 
 
-def interleave_count(ir: str) -> int:
-    """The forced interleave count for a module's loops (0: the cost model's)."""
-    return INTERLEAVE_COUNT if INTERLEAVED_CALLS.search(ir) else 0
+def interleave_count(text: str, elements: int | None = None) -> int:
+    """The forced interleave count for a kernel whose IR (or MLIR) is `text` and whose largest
+    operand has `elements` elements (None: dynamic); 0: the cost model's choice."""
+    if not INTERLEAVED_CALLS.search(text):
+        return 0
+    return INTERLEAVE_COUNT if elements is None or elements >= INTERLEAVE_MIN_ELEMENTS else 0
 
 
 def _llvm() -> Any:
@@ -86,7 +92,7 @@ def add_function_attributes(ir: str, attrs: str) -> str:
     return _DEFINE.sub(lambda m: f"{m.group(1)}{m.group('attrs').rstrip()} {attrs} {{", ir)
 
 
-def compile_llvm_ir(ir: str, entry: str, *, opt_level: int = 3) -> bytes:
+def compile_llvm_ir(ir: str, entry: str, *, opt_level: int = 3, interleave: int = 0) -> bytes:
     """Optimise `ir` for the host and return an object file whose only external symbol is `entry`.
 
     Every other defined function becomes internal before optimisation, so O3 can
@@ -116,7 +122,7 @@ def compile_llvm_ir(ir: str, entry: str, *, opt_level: int = 3) -> bytes:
     try:
         mod.triple = tm.triple
         mod.data_layout = str(tm.target_data)
-        _optimize(llvm, tm, mod, opt_level, interleave_count(ir))
+        _optimize(llvm, tm, mod, opt_level, interleave)
     except RuntimeError as exc:
         raise LoweringError.at("llvm-opt", str(exc), ir) from None
     try:
@@ -125,7 +131,7 @@ def compile_llvm_ir(ir: str, entry: str, *, opt_level: int = 3) -> bytes:
         raise LoweringError.at("codegen", str(exc), str(mod)) from None
 
 
-def optimized_ir(ir: str, entry: str) -> str:
+def optimized_ir(ir: str, entry: str, interleave: int = 0) -> str:
     """The O3 LLVM IR that `compile_llvm_ir` would emit code for (for inspection and tests)."""
     llvm = _llvm()
     tm = _target_machine()
@@ -137,7 +143,7 @@ def optimized_ir(ir: str, entry: str) -> str:
             fn.linkage = llvm.Linkage.internal
     mod.triple = tm.triple
     mod.data_layout = str(tm.target_data)
-    _optimize(llvm, tm, mod, 3, interleave_count(ir))
+    _optimize(llvm, tm, mod, 3, interleave)
     return str(mod)
 
 

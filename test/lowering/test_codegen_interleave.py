@@ -43,16 +43,15 @@ def _vector_fmas(ir: str) -> int:
 
 
 @pytest.mark.parametrize("op", ["erf", "tanh"])
-def test_erf_and_tanh_loops_are_interleaved_with_the_same_values(op, monkeypatch) -> None:
+def test_erf_and_tanh_loops_are_interleaved_with_the_same_values(op) -> None:
     ir, entry = _llvm_ir(op)
-    assert codegen.interleave_count(ir) == codegen.INTERLEAVE_COUNT == 4
+    assert codegen.interleave_count(ir, None) == codegen.interleave_count(ir, 1 << 20) == 4
     x = np.random.default_rng(0).standard_normal(N).astype(np.float32) * 3
     sig = KernelSignature(tuple((d, 1) for d in parse_dtypes(["f32"])), tuple((d, 1) for d in parse_dtypes(["f32"])))
     results, fmas = [], []
     for count in (4, 0):
-        monkeypatch.setattr(codegen, "INTERLEAVE_COUNT", count)
-        fmas.append(_vector_fmas(codegen.optimized_ir(ir, entry)))
-        kernel = Kernel.from_object(codegen.compile_llvm_ir(ir, entry), entry, signature=sig)
+        fmas.append(_vector_fmas(codegen.optimized_ir(ir, entry, count)))
+        kernel = Kernel.from_object(codegen.compile_llvm_ir(ir, entry, interleave=count), entry, signature=sig)
         out = np.empty_like(x)
         kernel(descriptor_for(x), descriptor_for(out))
         results.append(out)
@@ -60,13 +59,22 @@ def test_erf_and_tanh_loops_are_interleaved_with_the_same_values(op, monkeypatch
     np.testing.assert_array_equal(results[0], results[1])
 
 
-def test_other_kernels_keep_the_cost_models_choice() -> None:
+def test_other_and_small_kernels_keep_the_cost_models_choice() -> None:
     ir, _ = _llvm_ir("exp")
-    assert codegen.interleave_count(ir) == 0
+    assert codegen.interleave_count(ir, None) == 0
+    erf, _ = _llvm_ir("erf")
+    assert codegen.interleave_count(erf, codegen.INTERLEAVE_MIN_ELEMENTS - 1) == 0  # compile time first
 
 
-def test_the_cache_key_names_the_forced_count() -> None:
-    from fusebind.lowering.build import _interleave_key
+def test_build_decides_by_the_kernels_size(monkeypatch) -> None:
+    from types import SimpleNamespace
 
-    assert _interleave_key("func.call @__fb_erf_f32(%v)") == {"interleave": 4}
-    assert _interleave_key("func.call @__fb_exp_f32(%v)") == {}
+    from fusebind.lowering.build import interleave_of
+
+    def emitted(shape):
+        spec = SimpleNamespace(shape=shape)
+        return SimpleNamespace(text="func.call @__fb_tanh_f32(%v)", inputs=(spec,), outputs=(spec,))
+
+    assert interleave_of(emitted((None, 64))) == 4
+    assert interleave_of(emitted((256, 256))) == 4
+    assert interleave_of(emitted((8, 16))) == 0
