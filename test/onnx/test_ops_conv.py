@@ -177,7 +177,7 @@ def test_conv_constant_weight_traced_input(name, nd, inputs, opset, jit):
     check(nd, inputs, const=[1, 2], opset=opset, rtol=1e-5, atol=1e-5, jit=True)
 
 
-@pytest.mark.parametrize("name,nd,inputs,opset,jit", with_modes(QUANT, {"qlinearconv_per_channel_bias"}))
+@pytest.mark.parametrize("name,nd,inputs,opset,jit", with_modes(QUANT, set()))
 def test_integer_conv_matches_reference(name, nd, inputs, opset, jit):
     """The zero points and scales are constants (initializers), as the quantized models have them."""
     data = (0, 1) if nd.op_type == "ConvInteger" else (0, 3)  # (x and w traced, as a model's input and weight)
