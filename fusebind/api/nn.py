@@ -126,8 +126,8 @@ def _conv(x: Any, w: Any, bias: Any, strides: tuple[int, ...], lo: tuple[int, ..
     y = np.reshape(np.matmul(wm, col), (n, f) + outs)
     if bias is not None:
         # an explicit broadcast_to (an index map in the epilogue), not a (1, F, 1...) operand broadcast by
-        # the add: a fused chain reading such a column operand gives wrong values from ~512K elements
-        # (pre-existing; /tmp/ha/ew2.py in the issue-16 report), the broadcast_to form does not
+        # the add: a fused chain of two ops reading such a column operand gave wrong values from ~512K
+        # elements (np.maximum(y + b[:, None], 0) on a (64, 8192) float32 y; issue 16, found by HA)
         y = y + np.broadcast_to(np.reshape(bias, (1, f) + (1,) * d), (n, f) + outs)
     return y
 
