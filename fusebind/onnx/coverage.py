@@ -32,11 +32,6 @@ KNOWN_FAILURES = {
                             "in float32): near-zero imaginary parts of 1.9e-7, where atol is 1e-7; fusebind's float64 "
                             "DFT matrix gives 5.6e-16 (onnxruntime misses by 1.9e-5)",
     "test_dft_inverse_opset19_cpu": "as test_dft_inverse_cpu (the same data at opset 19)",
-    "test_resnet50_cpu": "NaN logits from a wrong-value bug outside the handlers: a fused elementwise region of at least "
-                         "runtime.call.SPLIT_THRESHOLD (500k) elements with a broadcast operand of the full rank (the "
-                         "(1, C, 1, 1) bias and BN terms on 1x256x56x56) is compiled as a dynamic kernel "
-                         "(compiler/splitting.region_is_splittable admits it), which reads the size-1 dims as full "
-                         "ones; resnet50-light passes once that rule refuses broadcast operands",
     "test_attention_4d_causal_fp16_expanded_cpu": "2 of 192 elements one float16 ulp apart (4.9e-4 at 0.47, rtol "
                                                   "1e-3): fusebind computes a fused region's float16 values in "
                                                   "float32 and rounds once (docs/DTYPES.md), the reference rounds "
