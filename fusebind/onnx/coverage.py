@@ -47,12 +47,13 @@ MODEL_KINDS = {"real": "OnnxBackendRealModelTest", "simple": "OnnxBackendSimpleM
 
 #: the model-kind cases that run only under FUSEBIND_LONG=1 (test/onnx/test_backend_conformance.py
 #: reads this; the default run has every other model case): the full-size CNNs of `real` but
-#: squeezenet, each 5 to 45 s to compile and run on a loaded 2-core machine (measured with a warm
-#: object cache: squeezenet 8 s, zfnet512 5, resnet50 11, shufflenet 14, inception_v2 15, alexnet 18,
-#: inception_v1 23, vgg19 29, densenet121 45; the other 140 model cases 17 s together)
+#: squeezenet and resnet50, each 5 to 20 s with a warm object cache on a loaded 2-core machine
+#: (squeezenet 2 s, resnet50 6, inception_v1 5, alexnet 6, inception_v2 6, zfnet512 8, shufflenet 8,
+#: densenet121 11, vgg19 20; cold: squeezenet 7, resnet50 16, inception_v1 19), the other 140 model
+#: cases 17 s together
 MODEL_LONG_ONLY = frozenset({
     "test_bvlc_alexnet_cpu", "test_densenet121_cpu", "test_inception_v1_cpu", "test_inception_v2_cpu",
-    "test_resnet50_cpu", "test_shufflenet_cpu", "test_vgg19_cpu", "test_zfnet512_cpu",
+    "test_shufflenet_cpu", "test_vgg19_cpu", "test_zfnet512_cpu",
 })
 
 
@@ -144,7 +145,7 @@ def _model_section(results: dict[str, list[str]]) -> list[str]:
     long_only = sorted(c for c in kinds if c in MODEL_LONG_ONLY)
     parts += ["", "### Which model cases run by default", "",
               f"The default run (`pytest test/onnx/test_backend_conformance.py`) includes {len(default)} model "
-              f"cases; {len(long_only)} run only under `FUSEBIND_LONG=1` (full-size CNNs, 5 to 45 s each; "
+              f"cases; {len(long_only)} run only under `FUSEBIND_LONG=1` (full-size CNNs, 5 to 20 s each; "
               "`coverage.MODEL_LONG_ONLY`):", "", ", ".join(f"`{c}`" for c in long_only) + ".", "",
               "By default: " + ", ".join(f"`{c}`" for c in default) + ".", ""]
     return parts

@@ -8,8 +8,8 @@ composites with their `*_expanded` forms, the conv/pool families), chosen so tha
 about a minute on a loaded machine: the cases of a family share shapes and dtypes, so their kernels
 hit the object cache and the static kernels. The model kinds (`real`, `simple`, `pytorch-converted`,
 `pytorch-operator`) run by default too, but for the cases `fusebind.onnx.coverage.MODEL_LONG_ONLY`
-names (eight of the nine full-size CNNs of `real`, 5 to 45 s each), which run under
-FUSEBIND_LONG=1; docs/ONNX-COVERAGE.md lists both.
+names (seven of the nine full-size CNNs of `real`, 5 to 20 s each: squeezenet and resnet50 run
+by default), which run under FUSEBIND_LONG=1; docs/ONNX-COVERAGE.md lists both.
 
 A case fusebind does not run is skipped by `prepare` with the node, op and opset in the reason; a
 failure is a wrong value, shape or dtype (or an error that is not a refusal). The cases the runner
@@ -141,7 +141,8 @@ def test_coverage_doc_names_model_skips_and_which_cases_run_by_default(monkeypat
     assert "| real | 9 | 1 | 1 | 0 | 7 |" in text
     assert "| all | 149 | 1 | 1 | 1 | 146 |" in text
     long_line = next(line for line in text.splitlines() if line.startswith("`test_bvlc_alexnet_cpu`"))
-    assert "`test_resnet50_cpu`" in long_line and "`test_squeezenet_cpu`" not in long_line
+    assert "`test_vgg19_cpu`" in long_line and "`test_resnet50_cpu`" not in long_line
     default_line = next(line for line in text.splitlines() if line.startswith("By default: "))
-    assert "`test_squeezenet_cpu`" in default_line and "`test_operator_conv_cpu`" in default_line
-    assert "`test_resnet50_cpu`" not in default_line and default_line.count("`test_") == 141
+    assert "`test_squeezenet_cpu`" in default_line and "`test_resnet50_cpu`" in default_line
+    assert "`test_operator_conv_cpu`" in default_line and "`test_vgg19_cpu`" not in default_line
+    assert default_line.count("`test_") == 142
