@@ -3,6 +3,8 @@
 This module owns one fact about a region: *result r may be written into the
 buffer of operand k*. The optimizer stamps it (`mark_inplace`) on an
 epilogue region whose operand is the result of a `prim.matmul` that nothing
+else reads, or a row-major `prim.reshape` of such a result (conv's (F, P) ->
+(N, F, *out): a view of the same buffer, `matmul_buffer_of`) that nothing
 else reads; the executor reads it (`inplace_of`) and may then pass the same
 buffer as that input and that output, so "BLAS does the matmul, the epilogue
 runs in place" (PERFORMANCE.md) costs no extra output buffer or traffic.
@@ -41,8 +43,8 @@ from xdsl.dialects.builtin import DenseArrayBase, i64
 from xdsl.ir import Operation, SSAValue
 
 from fusebind.dialect.fused import RegionOp, YieldOp
-from fusebind.dialect.prim import BroadcastToOp, ConstantOp, ElementwiseOp, MatmulOp
-from fusebind.dialect.types import shape_of
+from fusebind.dialect.prim import BroadcastToOp, ConstantOp, ElementwiseOp, MatmulOp, ReshapeOp
+from fusebind.dialect.types import elem_of, shape_of
 
 #: The discardable attribute name: `array<i64: operand_index, result_index>`.
 INPLACE_ATTR = "fused.inplace"
@@ -73,13 +75,32 @@ def _body_is_same_index(region: RegionOp, k: int) -> bool:
     return True
 
 
+def matmul_buffer_of(value: SSAValue, counts: Callable[[Operation], bool] = lambda op: True) -> SSAValue | None:
+    """The `prim.matmul` result whose buffer `value` is, or None: `value`
+    itself, or a `prim.reshape` of a matmul result that nothing but that
+    reshape reads (uses by ops for which `counts(op)` is false ignored). A
+    row-major reshape of the matmul's C-contiguous output is a view of the
+    same buffer, element i at flat index i (conv's (F, P) -> (N, F, *out)),
+    so the epilogue's same-index argument holds for it as for the matmul."""
+    if isinstance(value.owner, MatmulOp):
+        return value
+    if isinstance(value.owner, ReshapeOp):
+        source = value.owner.operands[0]
+        if (isinstance(source.owner, MatmulOp) and source.owner.parent_block() is value.owner.parent_block()
+                and elem_of(source.type) == elem_of(value.type) and _static(source)
+                and sum(1 for use in source.uses if counts(use.operation)) == 1):
+            return source
+    return None
+
+
 def inplace_operand(region: RegionOp, members: Collection[Operation],
                     counts: Callable[[Operation], bool] = lambda op: True) -> int | None:
     """The index of an operand of `region` (not yet inserted: its operands are
     the outside values) whose buffer result 0 may reuse, or None.
 
     The operand must be the result of a `prim.matmul` (an executor temporary,
-    never a caller's array) read by no op outside `members` (the ops the
+    never a caller's array), or its single-use reshape (`matmul_buffer_of`),
+    read by no op outside `members` (the ops the
     region replaces), and have the result's type. Uses by ops for which
     `counts(op)` is false are ignored (the optimizer passes "is an op of the
     block", so regions built but not inserted yet, `region` included, do not
@@ -88,7 +109,7 @@ def inplace_operand(region: RegionOp, members: Collection[Operation],
         return None
     out_type = region.results[0].type
     for k, value in enumerate(region.operands):
-        if not isinstance(value.owner, MatmulOp) or value.type != out_type:
+        if value.type != out_type or matmul_buffer_of(value, counts) is None:
             continue
         if any(use.operation not in members and use.operation is not region and counts(use.operation)
                for use in value.uses):
@@ -140,9 +161,15 @@ def _checked_markers(block: Any) -> Iterator[tuple[RegionOp, int, int, SSAValue]
 def matmul_inplace_regions(block: Any) -> dict[RegionOp, tuple[int, int]]:
     """Regions of `block` whose result r may be written into operand k's
     buffer: operand k is a `prim.matmul` result of the same block (an
-    executor temporary), as `_checked_markers` re-checks."""
-    return {op: (k, r) for op, k, r, value in _checked_markers(block)
-            if isinstance(value.owner, MatmulOp) and value.owner.parent_block() is block}
+    executor temporary), or its single-use reshape (`matmul_buffer_of`: the
+    executor then allocates the matmul's output as a view of the result's
+    buffer), as `_checked_markers` re-checks."""
+    out = {}
+    for op, k, r, value in _checked_markers(block):
+        source = matmul_buffer_of(value)
+        if source is not None and source.owner.parent_block() is block and value.owner.parent_block() is block:
+            out[op] = (k, r)
+    return out
 
 
 def argument_inplace_pairs(block: Any, returned: list[SSAValue]) -> frozenset[tuple[int, int]]:

@@ -3,8 +3,8 @@
 This module owns what a synthesized region may hold
 (`is_fusable_elementwise`), how such a region is named (`synthesized_name`,
 `merged_name`), and three rules: a matmul epilogue (bias, activation,
-residual add after a `prim.matmul`; the matmul itself stays outside the
-region, bound to BLAS, because the lowering would generate a slow
+residual add after a `prim.matmul` or its single-use reshape; the matmul
+itself stays outside the region, bound to BLAS, because the lowering would generate a slow
 `linalg.matmul`), an elementwise prologue/epilogue around a reduction, and
 maximal convex chains of elementwise ops (broadcasts included), collected in
 `SYNTHESIZED_RULES`. A rule only proposes `Candidate`s and notes the merges
@@ -23,7 +23,7 @@ from fusebind.compiler.matching import (Candidate, MatchState, Rejection, Rule, 
 from fusebind.compiler.regions import inlined_constant
 from fusebind.compiler.scan_rule import scan_regions
 from fusebind.compiler.scatter_rule import scatter_regions
-from fusebind.dialect.prim import BroadcastToOp, ElementwiseOp, MatmulOp, PowOp, ReductionOp
+from fusebind.dialect.prim import BroadcastToOp, ElementwiseOp, MatmulOp, PowOp, ReductionOp, ReshapeOp
 
 
 def is_fusable_elementwise(op: Operation) -> bool:
@@ -83,17 +83,51 @@ def _consumer_chain(state: MatchState, start: Operation, room: int,
 def _matmul_epilogue(state: MatchState) -> list[Candidate]:
     """Elementwise ops after a matmul (bias, activation, residual add), along
     the chain of single-use values, up to the size bound. The matmul stays
-    outside: it runs on BLAS, the region is its in-place epilogue."""
+    outside: it runs on BLAS, the region is its in-place epilogue.
+
+    Through a reshape (conv: the (F, P) matmul viewed as (N, F, *out)): when
+    the matmul's only reader is a `prim.reshape` with one reader, the chain
+    starts after it (the reshape stays outside, a view of the matmul's buffer,
+    which the epilogue may then reuse: compiler/inplace.py), and takes the
+    `prim.broadcast_to`s only its ops read (conv's bias broadcast), which a
+    chain alone would leave outside as a full-size array."""
     out: list[Candidate] = []
     g = state.graph
     for mm in g.ops:
         if not isinstance(mm, MatmulOp):
             continue
-        chain = _consumer_chain(state, mm, state.max_ops)
+        view = _single_use_reshape(state, mm)
+        if view is None:
+            chain = _consumer_chain(state, mm, state.max_ops)
+        else:
+            chain = _consumer_chain(state, view, state.max_ops)
+            chain += _private_broadcasts(state, chain, state.max_ops - len(chain))
         if len(chain) >= 2:
             ops = in_block_order(state, chain)
             out.append(Candidate("matmul-epilogue", synthesized_name("matmul_epilogue_", ops), ops))
     return out
+
+
+def _single_use_reshape(state: MatchState, mm: Operation) -> Operation | None:
+    """The `prim.reshape` that is the only reader of `mm`'s result (one use),
+    itself read once, or None."""
+    users = state.graph.users(mm)
+    if len(users) != 1 or len(list(mm.results[0].uses)) != 1 or not isinstance(users[0], ReshapeOp):
+        return None
+    return users[0]
+
+
+def _private_broadcasts(state: MatchState, chain: list[Operation], room: int) -> list[Operation]:
+    """The free `prim.broadcast_to`s feeding `chain` whose every reader is in it, at most `room`."""
+    found: list[Operation] = []
+    for op in chain:
+        for p in state.graph.producers(op):
+            if len(found) >= room:
+                return found
+            if (isinstance(p, BroadcastToOp) and state.free(p) and p not in found and p not in chain
+                    and all(u in chain for u in state.graph.users(p))):
+                found.append(p)
+    return found
 
 
 def _reduction_fusion(state: MatchState) -> list[Candidate]:

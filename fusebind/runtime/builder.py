@@ -111,6 +111,8 @@ class StepBuilder:
         self.owned: set[int] = set()  # slots holding an output buffer a kernel step allocated
         self.inplace_regions: dict[Any, tuple[int, int]] = {}  # region -> (operand k, result r)
         self.inplace_into: dict[Any, Any] = {}  # matmul result -> the region result that will reuse its buffer
+        self.inplace_source: dict[Any, Any] = {}  # in-place region -> the matmul result whose buffer it reuses
+        self.inplace_views: set[Any] = set()  # matmul results an in-place region reads through a reshape
         self.stable: set[int] = set()  # slots whose array outlives a call (args, constants, buffers, their views)
         self.returned: set[Any] = set()
         #: returned value -> (env slot of the caller's out= array for it, allocator, recycler)
@@ -135,7 +137,22 @@ class StepBuilder:
         destination slot, else into a fresh or recycled array; any other
         value into one buffer per plan."""
         shape, dtype = static_shape(value), np_dtype(value)
-        target = value if value in self.returned else self.inplace_into.get(value)
+        into = self.inplace_into.get(value)
+        if into is not None and value in self.inplace_views:
+            # the in-place epilogue reads this matmul through a reshape (conv): the buffer is the
+            # epilogue result's (its shape, its policy: plan buffer, fresh, or the caller's out=,
+            # all C-contiguous), the matmul writes a row-major view of it; the region step writes
+            # its result into that same array (`inplace_base_slot`)
+            outer = self._out_array(into)
+            if self.slot(into) in self.stable:
+                self.stable.add(self.slot(value))
+            base = self.inplace_base_slot(into)
+
+            def alloc_view(env: Env) -> np.ndarray:
+                o = env[base] = outer(env)
+                return o.reshape(shape)
+            return alloc_view
+        target = value if value in self.returned else into
         if target in self.returned:
             dest = self.destinations.get(target)
             if dest is None:
@@ -150,6 +167,10 @@ class StepBuilder:
         buf = np.empty(shape, dtype)  # type: ignore[arg-type]
         self.stable.add(self.slot(value))
         return lambda env: buf
+
+    def inplace_base_slot(self, result: Any) -> int:
+        """The slot holding the buffer of in-place `result` when its matmul wrote a view of it."""
+        return self.slot(("inplace-base", result))
 
     # ------------------------------------------------------------ primitives
     def prim_steps(self, ops: list[Any]) -> list[Step]:
@@ -387,7 +408,8 @@ class StepBuilder:
                     self.stable.add(r)
             return run0
         inplace = self.inplace_regions.get(region)
-        if inplace is not None and operand_slots[inplace[0]] not in self.owned:
+        source = self.inplace_source.get(region)
+        if inplace is not None and (source is None or self.slot(source) not in self.owned):
             inplace = None  # the matmul ran as its numpy reference: its array is not a buffer of this plan
         allocs: list[Alloc | None] = []
         for i, v in enumerate(region.results):
@@ -400,7 +422,10 @@ class StepBuilder:
         if inplace is not None:
             decision.inplace = inplace
             decision.reason += f"; in place: result {inplace[1]} written into operand {inplace[0]}'s buffer"
-        src = operand_slots[inplace[0]] if inplace is not None else -1
+        src = -1
+        if inplace is not None:  # operand k's buffer: the matmul's own array, or the array its output views
+            src = operand_slots[inplace[0]] if source is region.operands[inplace[0]] else \
+                self.inplace_base_slot(region.results[inplace[1]])
         kcall = call
         verify = self.options.verify
         verify_action = self.options.verify_action

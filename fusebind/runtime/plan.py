@@ -47,7 +47,7 @@ from typing import Any, Callable
 import numpy as np
 
 from fusebind.compiler.cost import MachineModel
-from fusebind.compiler.inplace import argument_inplace_pairs, matmul_inplace_regions
+from fusebind.compiler.inplace import argument_inplace_pairs, matmul_buffer_of, matmul_inplace_regions
 from fusebind.dialect.errors import UnsupportedOperation
 from fusebind.runtime.arms import ArmStats, RegionDecision
 from fusebind.runtime.bindings import BindingTable
@@ -143,7 +143,12 @@ def build_plan(func: Any, table: BindingTable, options: PlanOptions, stats: ArmS
         raise UnsupportedOperation(f"fusebind: @{func.sym_name.data} does not end in func.return")
     b.returned = set(ret.operands)
     b.inplace_regions = {} if options.verify else matmul_inplace_regions(block)
-    b.inplace_into = {region.operands[k]: region.results[r] for region, (k, r) in b.inplace_regions.items()}
+    for region, (k, r) in b.inplace_regions.items():
+        source = matmul_buffer_of(region.operands[k])  # the matmul result itself, or the one its reshape views
+        b.inplace_into[source] = region.results[r]
+        b.inplace_source[region] = source
+        if source is not region.operands[k]:
+            b.inplace_views.add(source)
     steps: list[Step] = []
     for op in block.ops:
         if op is ret:
