@@ -224,6 +224,12 @@ def _scatter(graph: Graph, op: Any, ins: Sequence[Operand], size: int) -> Tracer
     return _create(graph, op, [x, idx, v], (size, *_per_example(op)), _with_axis(op, op.axis_value() + 1))
 
 
+def _window(graph: Graph, op: Any, ins: Sequence[Operand], size: int) -> Tracer:
+    """prim.window slides over x's last d dims: a batch dim in front is one more leading dim."""
+    ((x, _),) = ins
+    return _create(graph, op, [x], (size, *_per_example(op)))
+
+
 def _move_to_front(graph: Graph, t: Tracer, axis: int) -> Tracer:
     if axis == 0:
         return t
@@ -236,7 +242,7 @@ def _move_to_front(graph: Graph, t: Tracer, axis: int) -> Tracer:
 _BY_KIND: dict[str, Rule] = {
     "transpose": _transpose, "reshape": _reshape_rule, "broadcast_to": _broadcast_to, "slice": _slice,
     "matmul": _matmul, "concat": _concat, "gather": _gather, "take_along": _take_along, "scatter": _scatter,
-    "scan": _scan,
+    "scan": _scan, "window": _window,
 }
 
 #: ops with no batching rule, by KIND, and why (an UnsupportedOperation says so when one is batched).

@@ -260,3 +260,14 @@ def test_max_pool_jit_keeps_integer_and_half_dtypes(dtype) -> None:
                                          pads=(1, 1, 1, 1)).astype(dtype))
     text = _explain(f, x)
     assert "region @fused_window_reduce_max (FusedOpId" in text and "compile failed" not in text
+
+
+def test_vmap_over_a_max_pool_batches_the_window() -> None:
+    """prim.window's batching rule (api/vmap_rules.py): a vmapped axis is one more leading dim."""
+    rng = np.random.default_rng(3)
+    xs = rng.standard_normal((3, 1, 2, 5, 6), dtype=np.float32)
+    f = fb.jit(fb.vmap(lambda x: nn.max_pool(x, [2, 2], strides=[1, 2], pads=[1, 0, 0, 1])))
+    got = f(xs)
+    want = np.stack([nn.max_pool(x, [2, 2], strides=[1, 2], pads=[1, 0, 0, 1]) for x in xs])
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)

@@ -309,7 +309,8 @@ def test_prim_ops_table_is_complete_and_consistent() -> None:
                 "fmod", "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift",  # issue 14
                 "sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "arcsinh", "arccosh",
                 "arctanh", "exp2", "expm1", "log2", "log10", "log1p", "cbrt", "hypot",
-                "reduce_prod", "reduce_argmax", "reduce_argmin", "scan", "check"}
+                "reduce_prod", "reduce_argmax", "reduce_argmin", "scan", "check",
+                "window"}  # issue 16: the sliding-window index map
     assert set(prim.PRIM_OPS) == expected
     for kind, cls in prim.PRIM_OPS.items():
         assert cls.name == f"prim.{kind}" and cls.KIND == kind

@@ -14,7 +14,9 @@ Every generator maps a value of a 2-D shape to a value of the same shape, so the
 - take_along: `np.take_along_axis(cur, idx, axis)` with idx full or broadcast along the other dim;
 - concat: two pieces of `cur` cut at `k` along an axis, joined in either order (a roll);
 - scatter: `.at` along an axis (set / add / min / max, mul on integers) of K updates per line,
-  indices constant or traced (in range, repeats included), updates a scalar or an argument.
+  indices constant or traced (in range, repeats included), updates a scalar or an argument;
+- window: a k-tap window along axis 1 padded by k - 1 (the fill the max never picks), then the
+  max over the taps (a 1-D max pool of stride 1 that keeps the shape).
 Values and error bounds are numpy's same selection of the operand's values and bounds (an index
 map moves elements; it adds no rounding).
 """
@@ -100,6 +102,9 @@ def plan(c: Any, kind: str, shape: tuple[int, int], elem: str) -> Plan:
             p.extra.append((p.choice["ielem"], index_shape(p, shape), shape[axis]))
         if not p.choice["scalar"]:
             p.extra.append((elem, update_shape(p, shape), None))
+    elif kind == "window":  # a max pool along axis 1: k taps, padded so the length is kept
+        k = c.pick((1, 2, 3))
+        p.choice.update(k=k, lo=c.int(0, k - 1))
     elif kind == "concat":
         axes = [a for a in (0, 1) if shape[a] >= 2]
         p.choice["axis"] = c.pick(tuple(axes)) if axes else None
@@ -175,6 +180,11 @@ def apply(p: Plan, g: Any, cur: int) -> int:
             vals = constant_indices(p, shape)
             idx = g.add("const", [], p.choice["ielem"], ishape, value=vals.tolist())
         return g.add(p.kind, [cur, idx], elem, shape, axis=p.choice["axis"])
+    if p.kind == "window":  # (R, C) -> (R, k, C) -> max over the taps -> (R, C)
+        k, lo = p.choice["k"], p.choice["lo"]
+        w = g.add("window", [cur], elem, (R, k, C), window=[k], strides=[1], dilations=[1], lhs_dilation=[1],
+                  pads_lo=[lo], pads_hi=[k - 1 - lo], fill=window_fill(elem))
+        return g.add("reduce_max", [w], elem, shape, axis=1, keepdims=False)
     if p.kind == "concat":
         axis = p.choice["axis"]
         if axis is None:  # a 1x1 value: a concat of one operand
@@ -193,7 +203,7 @@ def apply(p: Plan, g: Any, cur: int) -> int:
 
 
 #: the KINDs `plan` / `apply` / `mlir_line` / `evaluate` know
-GENERATORS = frozenset({"slice", "gather", "take_along", "concat", "scatter"})
+GENERATORS = frozenset({"slice", "gather", "take_along", "concat", "scatter", "window"})
 
 
 # --------------------------------------------------------------------------- text and numpy
@@ -206,6 +216,12 @@ def mlir_line(kind: str, res: str, ins: list[str], its: list[str], rt: str, attr
     if kind == "scatter":
         return (f"  {res} = prim.scatter {', '.join(ins)} {{mode = \"{attrs['mode']}\", axis = {attrs['axis']}}} : "
                 f"({', '.join(its)}) -> {rt}")
+    if kind == "window":
+        props = ", ".join(f"{k} = {list(attrs[k])}" for k in ("window", "strides", "dilations", "lhs_dilation",
+                                                               "pads_lo", "pads_hi"))
+        fill = float(attrs["fill"])
+        text = "0xFFF0000000000000" if fill == float("-inf") else repr(fill)  # (MLIR spells -inf in hex)
+        return f"  {res} = prim.window {ins[0]} {{{props}, fill = {text} : f64}} : {its[0]} -> {rt}"
     if kind in ("gather", "take_along", "concat"):
         types = its[0] if len(its) == 1 else f"({', '.join(its)})"
         return f"  {res} = prim.{kind} {', '.join(ins)} {{axis = {attrs['axis']}}} : {types} -> {rt}"
@@ -233,11 +249,30 @@ def evaluate(kind: str, attrs: dict[str, Any], xs: list[np.ndarray]) -> np.ndarr
         bx = np.broadcast_to(x, tuple(x.shape[d] if d == attrs["axis"] else shape[d] for d in range(x.ndim)))
         bi = np.broadcast_to(idx, tuple(idx.shape[d] if d == attrs["axis"] else shape[d] for d in range(x.ndim)))
         return np.take_along_axis(bx, bi, axis=attrs["axis"])
+    if kind == "window":
+        return _window(attrs, xs[0], attrs["fill"])
     if kind == "concat":
         return np.concatenate(xs, axis=attrs["axis"])
     if kind == "scatter":
         return scatter(attrs, *xs)[0]
     return None
+
+
+def window_fill(elem: str) -> float:
+    """The fill a max over the window never picks: -inf, or the integer type's least value."""
+    if elem.startswith("f"):
+        return float("-inf")
+    if elem == "i1":
+        return 0.0
+    return float(np.iinfo(np.dtype({"i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64}
+                                   .get(elem, np.int64))).min)
+
+
+def _window(attrs: dict[str, Any], x: np.ndarray, fill: float) -> np.ndarray:
+    from fusebind.dialect.prim_window import window_values
+
+    geometry = {k: tuple(attrs[k]) for k in ("window", "strides", "dilations", "lhs_dilation", "pads_lo", "pads_hi")}
+    return window_values(np.asarray(x), geometry, fill)
 
 
 _UFUNCS = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}
@@ -290,6 +325,8 @@ def propagate(kind: str, attrs: dict[str, Any], xs: list[np.ndarray],
         return v, evaluate(kind, attrs, [np.broadcast_to(es[0], xs[0].shape), xs[1]])
     if kind == "scatter":
         return scatter(attrs, xs[0], np.asarray(xs[1]), xs[2], es[0], es[2])
+    if kind == "window":  # a padded position holds the fill exactly: no error
+        return v, _window(attrs, np.broadcast_to(es[0], xs[0].shape).astype(np.float64), 0.0)
     return v, evaluate(kind, attrs, [np.broadcast_to(e, x.shape) for e, x in zip(es, xs)])
 
 
