@@ -162,7 +162,7 @@ class _Blocked(AccumulationIR):
     def _trial_body(self) -> list[str]:
         """The scalar ops of the summed expression (a trial build, thrown away)."""
         b = TextScalarBuilder(self.em.fresh, self.em.fastmath)
-        build(b, self.src, {v.name: b.bind(self.em.fresh("t"), v.elem) for v in self.leaves})
+        build(b, self.src, {v.name: b.bind(self.em.fresh("leaf"), v.elem) for v in self.leaves})
         return b.lines
 
     # -- driver ---------------------------------------------------------

@@ -93,7 +93,7 @@ def emit(em: Any, op: Any, args: list[Value], result_type: Any) -> Value:
                         f"iter_args({acc} = {carried}) -> ({t}) {{")
         results.append(res)
         carried = acc
-    scan, run, out = em.fresh("scan"), em.fresh("run"), em.fresh("t")
+    scan, run, out = em.fresh("scan"), em.fresh("run"), em.fresh("sout")  # (not "t": %t<i> are the inputs)
     em.lines.append(f"{scan}:2 = scf.for {ivs[axis]} = {em.index(0)} to {_size(em, shape[axis])} step {em.index(1)} "
                     f"iter_args({run} = {identity}, {out} = {carried}) -> ({ELEMENTS[elem].mlir}, {t}) {{")
     at = ", ".join(ivs[k] for k in range(len(shape)))
