@@ -125,10 +125,11 @@ def _conv(x: Any, w: Any, bias: Any, strides: tuple[int, ...], lo: tuple[int, ..
         wm = np.reshape(w, (groups, f // groups, ck))
     y = np.reshape(np.matmul(wm, col), (n, f) + outs)
     if bias is not None:
-        # an explicit broadcast_to (an index map in the epilogue), not a (1, F, 1...) operand broadcast by
-        # the add: a fused chain of two ops reading such a column operand gave wrong values from ~512K
-        # elements (np.maximum(y + b[:, None], 0) on a (64, 8192) float32 y; issue 16, found by HA)
-        y = y + np.broadcast_to(np.reshape(bias, (1, f) + (1,) * d), (n, f) + outs)
+        # a (1, F, 1...) operand the add broadcasts (a constant bias stays F values; an explicit
+        # broadcast_to of a numpy bias would be captured as a full-size view and copied per call).
+        # (Such an operand once got a kernel compiled for dynamic shapes that read it as full-shaped,
+        # above the split threshold: fixed in compiler/splitting.py; test_conv_bias_relu_past_half_a_million_elements.)
+        y = y + np.reshape(bias, (1, f) + (1,) * d)
     return y
 
 

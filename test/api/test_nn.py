@@ -171,12 +171,14 @@ def test_conv_bias_relu_jit_matches_onnx_and_is_window_matmul_epilogue() -> None
     text = _explain(f, X2, w, b)
     assert "region @ew_window (" in text and "[prim.window]" in text  # the im2col loop
     assert "prologue: window x k [3, 3] strides [2, 1] dilations [1, 2] pads [1, 1, 0, 2] fill 0" in text
-    assert "[prim.constant, prim.broadcast_to, prim.add, prim.max]" in text  # bias + relu: one epilogue kernel
+    regions = [line for line in text.splitlines() if line.startswith("region @")]
+    assert any(line.endswith("[prim.constant, prim.add, prim.max]") for line in regions), regions  # bias + relu: one kernel
 
 
 def test_conv_bias_relu_past_half_a_million_elements() -> None:
     """Regression: the bias added as a (1, F, 1, 1) operand of the add, then relu, gave wrong values
-    from ~512K elements (a fused chain reading a column-broadcast operand); nn.conv broadcasts it."""
+    from ~512K elements (the region got a kernel compiled for dynamic shapes, which read the bias as
+    full-shaped; compiler/splitting.py)."""
     x, w, b = rand(1, 8, 96, 96), rand(64, 8, 1, 1), rand(64)
     f = fb.jit(lambda x, w, b: np.maximum(nn.conv(x, w, b), 0))
     close(f(x, w, b), np.maximum(onnx_ref("Conv", [x, w, b]), 0))
