@@ -44,10 +44,12 @@ def test_package_exports_resolve_to_the_same_objects(name: str) -> None:
     assert getattr(compiler, name) is getattr(owner, name)
 
 
-def test_all_rules_are_catalog_rules_then_synthesized_in_priority_order() -> None:
+def test_all_rules_are_attention_then_catalog_rules_then_synthesized_in_priority_order() -> None:
     from fusebind.compiler.rules import ALL_RULES
 
+    # attention first: its softmax would otherwise be claimed by the catalog or reduction rules
     assert [r.name for r in ALL_RULES] == [
+        "attention",
         "bias_gelu", "gelu", "softmax", "layernorm", "bias_relu",
         "matmul-epilogue", "reduction", "scan", "elementwise", "scatter",
     ]
