@@ -22,6 +22,7 @@ _API = (
     "FusebindIndexError", "FusebindOverflowError", "FusebindValueError", "IndexOutOfBounds", "IntegerPowerError",
     "NumpyMismatchError", "JitFunction", "OpRegistrationError", "TraceError", "UnsupportedOperation", "compile",
     "constant", "jit", "register_op", "VmapFunction", "vmap",
+    "nn",  # fb.nn.conv / max_pool / ...: convolution and pooling (fusebind/api/nn.py)
 )
 
 
@@ -30,8 +31,6 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'fusebind' has no attribute {name!r}")  # (probes of private names stay cheap)
     if name == "onnx":  # fb.onnx.load(...): the ONNX door, a subpackage (its own room above the api)
         return importlib.import_module("fusebind.onnx")
-    if name == "nn":  # fb.nn.conv / max_pool / ...: convolution and pooling (fusebind/api/nn.py)
-        return importlib.import_module("fusebind.api.nn")
     api = importlib.import_module("fusebind.api")  # only here: the one lazy import of the root (PEP 562)
     if name == "__all__":
         return ["__version__", *api.__all__]

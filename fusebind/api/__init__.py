@@ -8,6 +8,7 @@ capture.py (scalar arguments, captured arrays, `constant`) and compile.py
 """
 
 from fusebind.api import functions as _functions
+from fusebind.api import nn  # fb.nn: convolution and pooling
 from fusebind.api.capture import ConstantArray, constant
 from fusebind.api.compile import CompiledFunction, EntryError, compile
 from fusebind.api.errors import (

@@ -48,6 +48,7 @@ _REFUSED = {
     "NonZero": "a data-dependent output shape", "Unique": "a data-dependent output shape",
     "Compress": "a data-dependent output shape", "If": "control flow", "Loop": "control flow",
     "Scan": "control flow",
+    "Gradient": "the training op Gradient (the gradient of a graph; fusebind compiles inference)",
 }
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 #: why a sequence may not cross the jitted function's boundary: it is a Python tuple while tracing
@@ -170,6 +171,7 @@ PARAM_INPUTS: dict[str, tuple[int, ...]] = {
     "Adagrad": (1,), "Adam": (1,), "Momentum": (1,), "AffineGrid": (1,),
     "HannWindow": (0,), "HammingWindow": (0,), "BlackmanWindow": (0,), "MelWeightMatrix": (0, 1, 2, 3, 4),
     "SequenceInsert": (2,), "SequenceErase": (1,), "SequenceAt": (1,), "SplitToSequence": (1,),
+    "MaxUnpool": (2,),
 }
 #: producers whose output values are known from shapes or lengths alone (param_inputs stops there)
 _STATIC_VALUED = ("Shape", "Size", "SequenceLength")

@@ -29,7 +29,7 @@
 // CHECK-LABEL: func.func @fb_pr_3
 // CHECK: linalg.generic
 // CHECK: %[[R:.*]] = scf.for %{{.*}} iter_args(%[[Y:.*]] = %[[G:r[0-9]+]]) -> (tensor<4x6xf32>)
-// CHECK: %[[V:.*]] = tensor.extract %{{t[0-9]+}}[%{{.*}}, %{{.*}}] : tensor<4x6xf32>
+// CHECK: %[[V:.*]] = tensor.extract %{{sout[0-9]+}}[%{{.*}}, %{{.*}}] : tensor<4x6xf32>
 // CHECK-NOT: prim.
 // LLVM: define void @fb_cs_0(
 // LLVM-NOT: @malloc
