@@ -408,8 +408,9 @@ def run(models: Sequence[str], threads: Sequence[str], quick: bool, compile_time
           f"`intra_op_num_threads={all_cores()}` (inter-op 1). fusebind's outputs are checked against "
           "onnxruntime's before timing (np.allclose, rtol/atol " + ", ".join(
               f"{k} {a}/{b}" for k, (a, b) in TOLERANCES.items()) + "; a CNN on its logits, the input of its "
-          "final Softmax, since the light models' constant weights make every logit equal in exact arithmetic "
-          "and their softmax rounding's choice: its output must be finite and sum to 1). Per call: "
+          "final Softmax, and its softmax output must be finite and sum to 1 (with the light models' shipped "
+          "constant weights every logit is equal and the softmax is rounding's choice; the rows here use "
+          "random weights, `onnx_models.random_weights`, so that a Conv is a real convolution). Per call: "
           "`fusebind.onnx.load(model).run(*inputs)` and `InferenceSession.run(None, feeds)`, interleaved "
           "rounds (order rotated, warm-up excluded), min and median. ORT ÷ fusebind > 1: fusebind is faster.", "",
           ", ".join(f"**{n}**: {MODELS[n].quick if quick else MODELS[n].describe}" for n in models) + ".", "",

@@ -168,6 +168,34 @@ def light_model(name: str) -> onnx.ModelProto:
     return onnx.load(light_path(name))
 
 
+def random_weights(model: onnx.ModelProto, seed: int = 11) -> onnx.ModelProto:
+    """A copy of a light model whose ConstantOfShape weights (every one 0.02) are deterministic random
+    initializers: filters and matrices He-normal (std sqrt(2 / fan_in)), vectors (biases, BN
+    statistics and scales) uniform in [0.5, 1.5] (a valid variance). With constant weights every
+    filter of a Conv is the same, which fusebind computes once and broadcasts (exact, and what
+    squeezenet-light's equal logits need), so a timing of the shipped weights would not measure a
+    real convolution; the architecture and shapes are the light model's."""
+    rng = np.random.default_rng(seed)
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    keep, made = [], []
+    for node in copy.graph.node:
+        if node.op_type == "ConstantOfShape" and node.input and node.input[0] in inits:
+            shape = tuple(int(d) for d in inits[node.input[0]])
+            if len(shape) >= 2:
+                value = rng.standard_normal(shape) * np.sqrt(2.0 / max(1, int(np.prod(shape[1:]))))
+            else:
+                value = rng.uniform(0.5, 1.5, shape)
+            made.append(numpy_helper.from_array(value.astype(np.float32), node.output[0]))
+        else:
+            keep.append(node)
+    del copy.graph.node[:]
+    copy.graph.node.extend(keep)
+    copy.graph.initializer.extend(made)
+    return copy
+
+
 def with_logits(model: onnx.ModelProto) -> onnx.ModelProto | None:
     """A copy of `model` that also returns the input of its final Softmax (the logits), or None when no
     graph output is a Softmax's. The light models' weights are constants (ConstantOfShape 0.02), so
@@ -228,11 +256,13 @@ MODELS: dict[str, OnnxModel] = {m.name: m for m in (
     OnnxModel("bert-layer", "transformer", "BERT encoder layer, S=128, D=768, 12 heads, FFN 3072 (Erf GELU), batch 1",
               "S=16, D=96, 4 heads, FFN 384",
               lambda quick: bert_layer(seq=16, dim=96, heads=4, ffn=384) if quick else bert_layer(), random_inputs),
-    OnnxModel("resnet50-light", "cnn", "onnx's light_resnet50.onnx, 1x3x224x224 f32",
-              "the same model", lambda quick: light_model("resnet50"), dummy_inputs),
-    OnnxModel("squeezenet-light", "cnn", "onnx's light_squeezenet.onnx, 1x3x224x224 f32",
-              "the same model", lambda quick: light_model("squeezenet"), dummy_inputs),
+    OnnxModel("resnet50-light", "cnn", "onnx's light_resnet50.onnx with random weights (`random_weights`), "
+              "1x3x224x224 f32", "the same model", lambda quick: random_weights(light_model("resnet50")),
+              random_inputs),
+    OnnxModel("squeezenet-light", "cnn", "onnx's light_squeezenet.onnx with random weights (`random_weights`), "
+              "1x3x224x224 f32", "the same model", lambda quick: random_weights(light_model("squeezenet")),
+              random_inputs),
 )}
 
-__all__ = ["MODELS", "OnnxModel", "bert_layer", "dummy_inputs", "graph_inputs", "light_model", "light_path",
+__all__ = ["MODELS", "OnnxModel", "bert_layer", "dummy_inputs", "graph_inputs", "light_model", "light_path", "random_weights",
            "random_inputs", "transformer_block", "with_logits"]
