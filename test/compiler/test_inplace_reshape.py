@@ -201,9 +201,9 @@ def test_conv_bias_relu_epilogue_is_in_place_and_matches_numpy() -> None:
     b = RNG.standard_normal(64).astype(np.float32)
     f = fb.jit(lambda x, w, b: np.maximum(nn.conv(x, w, b, pads=(1, 1, 1, 1)), 0), threads=1)
     first = f(x, w, b)
-    text = f.explain(x, w, b)
-    assert "region @matmul_epilogue_broadcast_to_add_max" in text
-    assert "in place: result 0 written into operand 1's buffer" in text
+    (d,) = [d for d in f.executor(x, w, b).plan_for([x, w, b]).decisions if d.name.startswith("matmul_epilogue_")]
+    assert d.arm == "fused" and d.inplace is not None and d.inplace[1] == 0
+    assert f"in place: result 0 written into operand {d.inplace[0]}'s buffer" in f.explain(x, w, b)
     np.testing.assert_allclose(first, np.maximum(nn.conv(x, w, b, pads=(1, 1, 1, 1)), 0), rtol=1e-5, atol=1e-5)
     kept = first.copy()
     x2 = RNG.standard_normal(x.shape).astype(np.float32)
