@@ -185,6 +185,7 @@ class StaticKernels:
         missing = [r for r in todo if cache.get(keys[r]) is None]
         if len(missing) < 2:
             return  # nothing to share; kernel_for builds (or loads) one by one
+        from fusebind.lowering.build import interleave_of
         from fusebind.lowering.codegen import compile_llvm_ir
         from fusebind.lowering.passes import merge_modules
         from fusebind.lowering.pipeline import run_upstream_pipeline, translate_to_llvm_ir
@@ -193,7 +194,8 @@ class StaticKernels:
         text = merge_modules([emitted[r].text for r in missing])
         llvm_ir = translate_to_llvm_ir(run_upstream_pipeline(text))
         for r in missing:
-            code = compile_llvm_ir(llvm_ir, emitted[r].entry)
+            # the interleave build_object gives the same kernel alone (erf/tanh loops: codegen.interleave_count)
+            code = compile_llvm_ir(llvm_ir, emitted[r].entry, interleave=interleave_of(emitted[r]))
             cache.put(keys[r], CachedObject(emitted[r].entry, code))
             if not cache.enabled:
                 self._kernels[r] = backend.load(code, emitted[r].entry, signature=kernel_signature(
