@@ -3,7 +3,8 @@
 This module owns what a synthesized region may hold
 (`is_fusable_elementwise`), how such a region is named (`synthesized_name`,
 `merged_name`), and three rules: a matmul epilogue (bias, activation,
-residual add after a `prim.matmul` or its single-use reshape; the matmul
+residual add after a `prim.matmul`, or its single-use reshape under
+`inplace.THROUGH_RESHAPE`; the matmul
 itself stays outside the region, bound to BLAS, because the lowering would generate a slow
 `linalg.matmul`), an elementwise prologue/epilogue around a reduction, and
 maximal convex chains of elementwise ops (broadcasts included), collected in
@@ -17,6 +18,7 @@ from collections.abc import Callable, Collection
 
 from xdsl.ir import Operation
 
+from fusebind.compiler import inplace
 from fusebind.compiler.graph import DataflowGraph
 from fusebind.compiler.matching import (Candidate, MatchState, Rejection, Rule, in_block_order, op_kind,
                                         private_producers)
@@ -90,13 +92,14 @@ def _matmul_epilogue(state: MatchState) -> list[Candidate]:
     starts after it (the reshape stays outside, a view of the matmul's buffer,
     which the epilogue may then reuse: compiler/inplace.py), and takes the
     `prim.broadcast_to`s only its ops read (conv's bias broadcast), which a
-    chain alone would leave outside as a full-size array."""
+    chain alone would leave outside as a full-size array. Only under
+    `inplace.THROUGH_RESHAPE` (off: why there)."""
     out: list[Candidate] = []
     g = state.graph
     for mm in g.ops:
         if not isinstance(mm, MatmulOp):
             continue
-        view = _single_use_reshape(state, mm)
+        view = _single_use_reshape(state, mm) if inplace.THROUGH_RESHAPE else None
         if view is None:
             chain = _consumer_chain(state, mm, state.max_ops)
         else:

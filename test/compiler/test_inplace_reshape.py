@@ -5,7 +5,11 @@ epilogue may write its result there (compiler/inplace.py `matmul_buffer_of`; the
 allocates the matmul's output as a view of the epilogue result's buffer). Never in place when the
 matmul's result or the reshape has another reader or is returned, the reshaped value is not a
 matmul's, the epilogue changes dtype or broadcasts the result larger, or the shape op is not a
-reshape."""
+reshape.
+
+The feature is off by default (`inplace.THROUGH_RESHAPE`: an aliased output runs the fused loop
+unvectorized today, slower than a separate buffer); these tests turn it on, and one checks that
+off, conv's epilogue is the plain elementwise region it was, not in place."""
 
 from __future__ import annotations
 
@@ -41,6 +45,15 @@ CONV_LIKE = _func(HEAD + EPILOGUE + f"  func.return %r : {V}\n", V)
 CHAINED = _func(HEAD + EPILOGUE + f"  %q = prim.reshape %r : {V} -> tensor<8x30xf32>\n"
                 f"  %o = prim.matmul %q, %w : ({MM}, tensor<30x4xf32>) -> tensor<8x4xf32>\n"
                 "  func.return %o : tensor<8x4xf32>\n", "tensor<8x4xf32>", ", %w: tensor<30x4xf32>")
+
+
+@pytest.fixture(autouse=True)
+def through_reshape(request, monkeypatch):
+    """The feature on (off by default, see the module docstring), except for the test of the default."""
+    from fusebind.compiler import inplace
+
+    if not request.node.name.startswith("test_off_by_default"):
+        monkeypatch.setattr(inplace, "THROUGH_RESHAPE", True)
 
 
 def _regions(module) -> list[RegionOp]:
@@ -232,3 +245,14 @@ def test_reshape_to_the_same_shape_runs_in_place_into_the_callers_out(cache) -> 
     out = np.full((8, 30), np.nan, np.float32)
     assert f(*args, out=out) is out
     np.testing.assert_allclose(out, interpret(parse_module(SAME_SHAPE), *args), rtol=2e-5, atol=2e-5)
+
+
+def test_off_by_default_the_epilogue_through_a_reshape_is_the_elementwise_region_it_was() -> None:
+    from fusebind.compiler import inplace
+
+    assert inplace.THROUGH_RESHAPE is False
+    module, result = _optimized(CONV_LIKE)
+    (region,) = _regions(result.module)
+    assert region.region_name.startswith("ew_") and inplace_of(region) is None
+    assert all(d.inplace is None for d in result.decisions)
+    _same_values(module, result.module, _args(CONV_LIKE))
