@@ -307,12 +307,22 @@ class StepBuilder:
 
     def _reference_step(self, op: Any, ins: list[int], out: int) -> Step:
         from fusebind.dialect.prim import BroadcastToOp, ReshapeOp
+        from fusebind.dialect.types import elem_of, numpy_dtype, shape_of
 
         ref = op.reference
         if isinstance(op, (ReshapeOp, BroadcastToOp)):
             self.notes.append(f"{op.name}: shape-only op, runs its numpy reference (reshape: a view; no kernel)")
             if any(i in self.stable for i in ins):
                 self.stable.add(out)  # a view of something that outlives the call
+
+        if isinstance(op, ReshapeOp) and sum(d is None for d in shape_of(op.result.type)) <= 1:  # the view
+            shape = tuple(-1 if d is None else d for d in shape_of(op.result.type))  # without the
+            want = numpy_dtype(elem_of(op.result.type))
+
+            def reshape(env: Env) -> None:  # reference's per-call work (~11 us -> ~0.6 us)
+                y = np.asarray(env[ins[0]]).reshape(shape)
+                env[out] = y if y.dtype == want else ref(env[ins[0]])
+            return reshape
 
         def run(env: Env) -> None:
             env[out] = ref(*(env[i] for i in ins))
