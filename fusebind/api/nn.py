@@ -29,7 +29,7 @@ import numpy as np
 
 from fusebind.api import numpy_kernels as K
 from fusebind.api.errors import FusebindValueError
-from fusebind.api.tracer import Tracer, as_tracer
+from fusebind.api.tracer import as_tracer
 from fusebind.dialect.prim_window import WindowOp, window_values
 
 
@@ -68,14 +68,6 @@ def out_size(n: int, k: int, s: int, d: int, lo: int, hi: int, ceil_mode: bool =
 
 
 
-def _graph_of(*values: Any) -> Any:
-    """The trace graph of the first traced value among `values`, or None (all numpy: eager)."""
-    for v in values:
-        if isinstance(v, Tracer):
-            return v.graph
-    return None
-
-
 def _window(x: Any, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
             lhs_dilation: Sequence[int], lo: Sequence[int], hi: Sequence[int], fill: float, what: str) -> Any:
     """prim.window of the last len(kernel) dims: (lead..., *kernel, *out)."""
@@ -89,7 +81,7 @@ def _window(x: Any, kernel: Sequence[int], strides: Sequence[int], dilations: Se
                                      f"than the {room} of the padded input; pad the input or use a smaller kernel")
     geo = {"strides": tuple(strides), "dilations": tuple(dilations), "lhs_dilation": tuple(lhs_dilation),
            "pads_lo": tuple(lo), "pads_hi": tuple(hi)}
-    graph = _graph_of(x)
+    graph = K.graph_of(x)
     if graph is None:
         return window_values(np.asarray(x), {"window": tuple(kernel), **geo}, fill)
     return graph.add(WindowOp(x.value, tuple(kernel), fill=fill, **geo))
@@ -99,7 +91,7 @@ def _conv(x: Any, w: Any, bias: Any, strides: tuple[int, ...], lo: tuple[int, ..
           dilations: tuple[int, ...], lhs_dilation: tuple[int, ...], groups: int, what: str) -> Any:
     """The conv of (N, C, *in) by the weight (F, C/groups, *k), over the input dilated by
     lhs_dilation: window -> (N, G, C/G*K, P) -> matmul -> (N, F, *out) (+ bias)."""
-    graph = _graph_of(x, w, bias)
+    graph = K.graph_of(x, w, bias)
     if graph is not None:
         x, w = as_tracer(graph, x), as_tracer(graph, w)
     d = x.ndim - 2
@@ -171,7 +163,7 @@ def conv_transpose(x: Any, w: Any, bias: Any = None, *, strides: Sequence[int] |
     if w.ndim != x.ndim or groups < 1 or c % groups or int(w.shape[0]) != c:
         raise FusebindValueError(f"conv_transpose: {c} input channels, weight {tuple(w.shape)} and groups={groups} "
                                  "do not agree (the weight is (C, F / groups, *kernel), C a multiple of groups)")
-    graph = _graph_of(x, w, bias)
+    graph = K.graph_of(x, w, bias)
     if graph is not None:
         w = as_tracer(graph, w)
     kernel = tuple(int(k) for k in w.shape[2:])
@@ -267,7 +259,7 @@ def avg_pool(x: Any, kernel: Sequence[int], *, strides: Sequence[int] | None = N
     dt = np.dtype(x.dtype) if np.dtype(x.dtype).kind not in "biu" else np.dtype(np.float64)
     if (count == count.flat[0]).all():
         return total / dt.type(count.flat[0])
-    graph = _graph_of(total)
+    graph = K.graph_of(total)
     if graph is not None:  # baked into the kernel, not a hidden argument
         return total / K.constant(graph, count, dt)
     return total / count.astype(dt)

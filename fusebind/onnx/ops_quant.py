@@ -37,6 +37,13 @@ def _q_param(v: Any, shape: tuple[int, ...], axis: int, block: int) -> Any:
     return v
 
 
+def _q_layout(ctx: NodeContext, x: Any) -> tuple[tuple[int, ...], int, int]:
+    """(x's shape, the normalized `axis` attribute, `block_size`): where scales and zero points apply."""
+    shape = tuple(int(d) for d in x.shape)
+    axis = int(ctx.attr("axis", 1))
+    return shape, axis + len(shape) if axis < 0 else axis, int(ctx.attr("block_size", 0))
+
+
 def _saturate(ctx: NodeContext, x: Any, dtype: np.dtype) -> Any:
     if dtype.kind not in "iu":
         raise ctx.unsupported(f"quantization to {dtype}")
@@ -46,10 +53,7 @@ def _saturate(ctx: NodeContext, x: Any, dtype: np.dtype) -> Any:
 
 @onnx_op("DequantizeLinear")
 def dequantize_linear(ctx: NodeContext, x: Any, scale: Any, zero_point: Any = None) -> Any:
-    shape = tuple(int(d) for d in x.shape)
-    axis = int(ctx.attr("axis", 1))
-    axis = axis + len(shape) if axis < 0 else axis
-    block = int(ctx.attr("block_size", 0))
+    shape, axis, block = _q_layout(ctx, x)
     dx = x.astype(np.float32)
     if zero_point is not None:
         dx = dx - _q_param(zero_point, shape, axis, block).astype(np.float32)
@@ -60,10 +64,7 @@ def dequantize_linear(ctx: NodeContext, x: Any, scale: Any, zero_point: Any = No
 
 @onnx_op("QuantizeLinear")
 def quantize_linear(ctx: NodeContext, x: Any, scale: Any, zero_point: Any = None) -> Any:
-    shape = tuple(int(d) for d in x.shape)
-    axis = int(ctx.attr("axis", 1))
-    axis = axis + len(shape) if axis < 0 else axis
-    block = int(ctx.attr("block_size", 0))
+    shape, axis, block = _q_layout(ctx, x)
     if zero_point is not None:
         dtype = zero_point.dtype
     elif ctx.attr("output_dtype"):
