@@ -273,3 +273,17 @@ def test_vmap_over_a_max_pool_batches_the_window() -> None:
     want = np.stack([nn.max_pool(x, [2, 2], strides=[1, 2], pads=[1, 0, 0, 1]) for x in xs])
     assert got.shape == want.shape
     np.testing.assert_array_equal(got, want)
+
+
+def test_fused_arm_equals_arm_0_for_conv_and_pooling() -> None:
+    """verify=True runs each region's primitives (arm 0) beside its fused kernel and raises on a
+    difference: the window's lowering against its reference, inside a conv and the poolings."""
+    w, b = rand(6, 2, 3, 3), rand(6)
+    fns = [lambda x: np.maximum(nn.conv(x, w, b, strides=(2, 1), pads=(1, 1, 0, 2), groups=2), 0),
+           lambda x: nn.max_pool(x, [3, 2], strides=[2, 1], pads=[1, 0, 1, 1], ceil_mode=True),
+           lambda x: nn.avg_pool(x, [2, 3], pads=[1, 1, 0, 1], count_include_pad=False)]
+    eager = [fn(X2) for fn in fns]
+    for fn, want in zip(fns, eager):
+        got = fb.jit(fn, verify=True)(X2)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        close(got, want)
