@@ -2,7 +2,7 @@
 
 The rooms, lowest first; a module may import its own room and the rooms below it, never one above:
 
-    dialect < compiler < lowering < runtime < api < onnx < top-level modules < tools
+    dialect < compiler < lowering < runtime < api < onnx < dask < torch < top-level modules < tools
 
 - top-level modules: `fusebind.cli`, `fusebind.report`, `fusebind.examples_builtin`, above the public
   `fusebind.api`; no room imports them.
@@ -44,7 +44,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "fusebind"
-ROOMS = ("dialect", "compiler", "lowering", "runtime", "api", "onnx", "top", "tools")
+ROOMS = ("dialect", "compiler", "lowering", "runtime", "api", "onnx", "dask", "torch", "top", "tools")
 RANK = {room: i for i, room in enumerate(ROOMS)}
 TOP_LEVEL = ("fusebind.cli", "fusebind.cli_inputs", "fusebind.report", "fusebind.examples_builtin")
 DYNAMIC_IMPORTS = {"import_module", "__import__", "reload", "find_spec", "run_module"}
