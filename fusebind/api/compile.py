@@ -63,8 +63,8 @@ class CompiledFunction:
         self._executor.plan_for([np.asarray(a) for a in args])
         return print_module(self._executor.optimized_module)
 
-    def explain(self, *args: Any) -> str:
-        return self._executor.explain([np.asarray(a) for a in args])
+    def explain(self, *args: Any, format: str = "text") -> str:
+        return self._executor.explain([np.asarray(a) for a in args], format=format)
 
     def wait_compiled(self, timeout: float | None = None) -> bool:
         return self._executor.wait_compiled(timeout)

@@ -347,10 +347,11 @@ class JitFunction:
         ex.plan_for(full)
         return print_module(ex.optimized_module)
 
-    def explain(self, *args: Any, **kwargs: Any) -> str:
-        """Regions, ids, costs, chosen arms and gate decisions, for a person."""
+    def explain(self, *args: Any, format: str = "text", **kwargs: Any) -> str:
+        """Regions, ids, costs, chosen arms and gate decisions, for a person
+        (`format="dot"`: the same as a Graphviz picture)."""
         _, ex, full, _ = self._flat(args, kwargs)
-        return ex.explain(full)
+        return ex.explain(full, format=format)
 
     def wait_compiled(self, timeout: float | None = None) -> bool:
         """Wait for background compilation of every signature; False on timeout."""

@@ -380,8 +380,15 @@ class Executor:
         self.compiler.close()
 
     # ------------------------------------------------------------------ explain
-    def explain(self, arrays: Sequence[np.ndarray]) -> str:
-        """Regions, ids, costs, chosen arms and why, for these arguments."""
+    def explain(self, arrays: Sequence[np.ndarray], format: str = "text") -> str:
+        """Regions, ids, costs, chosen arms and why, for these arguments: text
+        for a person, or (`format="dot"`) a Graphviz picture (explain_dot.py)."""
+        if format == "dot":
+            from fusebind.runtime.explain_dot import dot_of
+
+            return dot_of(self, arrays)
+        if format != "text":
+            raise FusebindValueError(f"explain(format={format!r}): the formats are 'text' and 'dot'")
         plan = self.plan_for(arrays)
         arrays = [np.asarray(a) for a in arrays]
         params = ", ".join(f"{n}: {format_array_type(a.dtype, a.shape)}" for n, a in zip(self.arg_names, arrays))

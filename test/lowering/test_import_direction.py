@@ -46,7 +46,8 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "fusebind"
 ROOMS = ("dialect", "compiler", "lowering", "runtime", "api", "onnx", "dask", "torch", "top", "tools")
 RANK = {room: i for i, room in enumerate(ROOMS)}
-TOP_LEVEL = ("fusebind.cli", "fusebind.cli_inputs", "fusebind.report", "fusebind.examples_builtin")
+TOP_LEVEL = ("fusebind.cli", "fusebind.cli_inputs", "fusebind.cli_onnx", "fusebind.cli_profile", "fusebind.report",
+             "fusebind.examples_builtin")
 DYNAMIC_IMPORTS = {"import_module", "__import__", "reload", "find_spec", "run_module"}
 MODULE_NAME = re.compile(r"fusebind(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*)?")
 
