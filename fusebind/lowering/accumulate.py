@@ -102,7 +102,7 @@ def vector_lanes(elem: str) -> int:
 
 
 #: narrow floats (f16, bf16) are summed in f32 partials, and an inlined expression over them computes
-#: in f32 too (`_widened`): one rounding, where the kernel returns the value (emitter.emit_op)
+#: in f32 too (`_widened`): one rounding, where the kernel returns the value (emit_dispatch.emit_op)
 _NARROW = frozenset(n for n, e in ELEMENTS.items() if e.kind == "float" and e.bits < 32)
 
 

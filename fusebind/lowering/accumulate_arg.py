@@ -8,7 +8,7 @@ order either loop visits the axis in (both are min/max, which reorder freely). N
 carrying (value, index) pairs: two accumulators that feed each other are what
 `pipeline.fusion_hazards` refuses (it cannot tell them from a fusion-made shared output).
 
-Must not: import `emitter` (emitter dispatches here; its methods are reached through `em`).
+Must not: import `emitter` (emitter and emit_dispatch call here; its methods are reached through `em`).
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from fusebind.lowering import accumulate, exprs, rowwise as rw
-from fusebind.lowering.emitter import Emitter, emit_op
+from fusebind.lowering.emit_dispatch import emit_op
+from fusebind.lowering.emitter import Emitter
 from fusebind.lowering.index_checks import STATUS, STATUS_TYPE
 from fusebind.lowering.errors import LoweringError
 from fusebind.lowering.linalg_types import (ELEMENT_BYTES, MAX_TENSOR_BYTES, Dim, EmittedKernel, TensorSpec, Value,

@@ -23,7 +23,7 @@ reshaped view of the output instead (`pipeline.write_reshapes_in_place`).
 
 Zero-length pieces are dropped (numpy's concatenate ignores them). A dynamic size along the axis
 is not lowered (ScalarEmitError: the region's lowering fails and it is not fused).
-Must not: import `emitter` (it imports this module); use `em`'s methods and `linalg_types`.
+Must not: import `emitter` or `emit_dispatch` (the dispatch imports this module); use `em`'s methods and `linalg_types`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ The index `i`:
   ABI's error channel: the first bad one in C order is reported and the call raises), then
   read as `in_bounds` ones are. The gather's loop so has no side effects, and fuses away.
 
-Must not: import `emitter` (it imports this module); use `em`'s methods and `linalg_types`.
+Must not: import `emitter` or `emit_dispatch` (the dispatch imports this module); use `em`'s methods and `linalg_types`.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ builder's `maximum` / `minimum` (numpy's: the running value first, NaN propagate
 new element), starting from -inf / +inf (the integer type's min / max). An empty dim is a
 zero-trip loop.
 
-Must not: import `emitter` (it imports this module); use `em`'s methods and `linalg_types`.
+Must not: import `emitter` or `emit_dispatch` (the dispatch imports this module); use `em`'s methods and `linalg_types`.
 """
 
 from __future__ import annotations

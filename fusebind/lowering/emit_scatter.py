@@ -17,7 +17,7 @@ and reported, the runtime raises `fb.IndexOutOfBounds`). An op marked `in_bounds
 were checked before the call) only normalizes negative indices and clamps, so a broken promise
 still never writes outside x.
 
-Must not: import `emitter` (it imports this module); emit anything but through `em`.
+Must not: import `emitter` or `emit_dispatch` (the dispatch imports this module); emit anything but through `em`.
 """
 
 from __future__ import annotations

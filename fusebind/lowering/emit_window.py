@@ -22,7 +22,7 @@ Static windowed dims only: a dynamic one (or an empty result) is a ScalarEmitErr
 then runs its primitives' references (arm 0). Leading dims may be dynamic. Block arguments are
 named `%wp<n>` (never `%t<n>`: the driver names the kernel's input tensors so).
 
-Must not: import `emitter` (it imports this module); use `em`'s methods and `linalg_types`.
+Must not: import `emitter` or `emit_dispatch` (the dispatch imports this module); use `em`'s methods and `linalg_types`.
 """
 
 from __future__ import annotations

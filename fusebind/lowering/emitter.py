@@ -6,8 +6,8 @@ fast-math functions called), with one method per op category: elementwise ops (t
 which overwrites a dead operand); reductions as a fill + a reduction `linalg.generic`
 (`reduction`, and `map_reduce`, an elementwise op and its reduction in one loop); `transpose`,
 `reshape`, `broadcast_to`, `slice` (a subview, and a reversing map that fusion folds into its consumer),
-`constant` and `matmul`. `emit_op` dispatches one op to its method;
-float sums and means go to `accumulate.py` (blocked, accurate) instead.
+`constant` and `matmul`. `emit_dispatch.emit_op` dispatches one op to its method (and float sums
+and means to `accumulate.py`, blocked and accurate).
 
 Must not: write a kernel's arguments or outputs, or check sizes (that is the driver, `emit.py`);
 plan row-wise loops (`rowwise.py`); import `emit` or `rowwise`; import `mlir`.
@@ -22,7 +22,7 @@ import numpy as np
 
 from fusebind.dialect.prim_structured import TransposeOp, reduced_shape
 from fusebind.dialect.types import ELEMENTS
-from fusebind.lowering import accumulate, accumulate_arg, emit_concat, emit_gather, emit_scan, emit_scatter, emit_window
+from fusebind.lowering import accumulate_arg
 from fusebind.lowering.index_checks import emit_index_check
 from fusebind.lowering.linalg_types import (Dim, Value, broadcast_dims, element_name, flag, ints, op_attr, op_kind,
                                             read_by_maps, shape_of, storage, ttype)
@@ -32,14 +32,9 @@ from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder, is
 #: The narrow floats (f16, bf16): stored narrow, computed in f32. A generic body widens a narrow
 #: operand as it loads it (`arith.extf`, `_bind_args`); an elementwise op, reduction or matmul of
 #: narrow result type computes an f32 tensor (`compute_elem`), so a fused chain rounds once, where its
-#: value leaves the kernel (`emit_op` narrows a result the terminator returns, `arith.truncf`:
+#: value leaves the kernel (`emit_dispatch.emit_op` narrows a result the terminator returns, `arith.truncf`:
 #: round to nearest even, as numpy and ml_dtypes do) or where an explicit `prim.cast` asks for it.
 NARROW_FLOATS: frozenset[str] = frozenset(n for n, e in ELEMENTS.items() if e.kind == "float" and e.bits < 32)
-#: ops that move narrow values without arithmetic, in their storage type (their emitters read rtype)
-_STORAGE_KINDS = emit_gather.KINDS | emit_concat.KINDS | emit_window.KINDS
-#: ops whose emitters compute in their operand's own type: given f32 operands, they accumulate in f32
-#: (a scan of f16 accumulates in f32, as a sum does; a scatter-add combines in f32)
-_WIDENED_KINDS = emit_scan.KINDS | emit_scatter.KINDS | accumulate_arg.KINDS
 
 
 def compute_elem(elem: str) -> str:
@@ -490,82 +485,3 @@ def _nested(arr: np.ndarray, fmt: Callable[[Any], str]) -> str:
     if arr.ndim == 0:
         return fmt(arr.item())
     return "[" + ", ".join(_nested(a, fmt) for a in arr) + "]"
-
-
-def emit_op(em: Emitter, op: Any, args: list[Value], axis_shift: int = 0) -> Value:
-    """One op's value. A narrow float result (f16, bf16) is an f32 tensor unless it leaves the
-    kernel (then it is rounded once, and its consumers still read the f32 one: `Emitter.wide`) or
-    the op is an explicit cast; the data-movement ops that read their result type (gather, concat,
-    scatter, scan) take and give the narrow storage type."""
-    kind = op_kind(op)
-    if len(op.results) != 1:
-        raise ScalarEmitError(f"{op.name}: ops with {len(op.results)} results are not lowered")
-    logical = element_name(op.results[0].type)
-    if kind in _STORAGE_KINDS:
-        args = [narrowed(em, a, element_name(o.type)) for a, o in zip(args, op.operands)]
-    else:
-        args = [em.wide.get(getattr(a, "name", ""), a) for a in args]  # an Expr has no name
-    if kind in _WIDENED_KINDS:
-        args = [em._map_unary(a, lambda bb, x: x, "f32") if a.elem in NARROW_FLOATS else a for a in args]
-    if kind == "cast" and logical in NARROW_FLOATS and args[0].elem not in NARROW_FLOATS | {"f32"}:
-        # int/f64 -> narrow through f32 (as ml_dtypes converts): x86 has no direct instruction and
-        # LLVM's libcalls (__truncdfhf2, __truncsfbf2 for sitofp) are not linked into kernels
-        args = [em._map_unary(args[0], lambda bb, x: bb.cast(x, "f32"), "f32")]
-    value = _emit_op(em, op, args, axis_shift, logical if kind == "cast" else compute_elem(logical))
-    if logical in NARROW_FLOATS and value.elem != logical and _returned(op):
-        wide, value = value, narrowed(em, value, logical)
-        em.wide[value.name] = wide
-    return value
-
-
-def narrowed(em: Emitter, v: Value, elem: str) -> Value:
-    """`v` in the narrow storage type `elem` (rounded to nearest even), or `v` itself."""
-    if elem not in NARROW_FLOATS or v.elem == elem:
-        return v
-    return em._map_unary(v, lambda bb, x: bb.cast(x, elem), elem)
-
-
-def _returned(op: Any) -> bool:
-    """Whether the kernel returns `op`'s result (a use by its block's terminator)."""
-    for use in op.results[0].uses:
-        user = use.operation
-        block = user.parent_block()
-        if block is not None and block.last_op is user:
-            return True
-    return False
-
-
-def _emit_op(em: Emitter, op: Any, args: list[Value], axis_shift: int, out: str) -> Value:
-    kind = op_kind(op)
-    rtype = op.results[0].type
-    if hasattr(op, "scalar_body"):
-        return em.elementwise(op, args, out)
-    if kind.startswith("reduce"):
-        if kind in accumulate_arg.KINDS:  # (value, index) pairs
-            return accumulate_arg.emit(em, op, args[0], out, axis_shift)
-        if accumulate.is_blocked(op):  # float sums and means: blocked, accurate (accumulate.py)
-            return accumulate.blocked_sum(em, op, args[0], out, axis_shift)
-        return em.reduction(op, args[0], out, axis_shift)
-    if kind == "transpose":
-        return em.transpose(op, args[0], rtype)
-    if kind == "reshape":
-        return em.reshape(op, args[0], rtype)
-    if kind == "broadcast_to":
-        return em.broadcast_to(op, args[0], rtype)
-    if kind == "slice":
-        return em.slice(op, args[0], rtype)
-    if kind in emit_gather.KINDS:
-        return emit_gather.emit(em, op, args, rtype)
-    if kind in emit_window.KINDS:
-        return emit_window.emit(em, op, args, rtype)
-    if kind in emit_concat.KINDS:
-        return emit_concat.emit(em, op, args, rtype)
-    if kind in emit_scatter.KINDS:
-        return emit_scatter.emit(em, op, args, rtype)
-    if kind in emit_scan.KINDS:
-        return emit_scan.emit(em, op, args, rtype)
-    if kind == "constant":
-        return em.constant(op, rtype)
-    if kind == "matmul":
-        return em.matmul(op, args[0], args[1], out)
-    raise ScalarEmitError(f"{op.name}: no lowering to linalg for op kind '{kind}'")

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from fusebind.lowering import accumulate, exprs
-from fusebind.lowering.emitter import Emitter, compute_elem, emit_op, narrowed
+from fusebind.lowering.emit_dispatch import emit_op, narrowed
+from fusebind.lowering.emitter import Emitter, compute_elem
 from fusebind.lowering.linalg_types import (ELEMENT_BYTES, Dim, TensorSpec, Value, broadcast_dims, element_name, flag, ints, mtype, op_attr, op_kind,
                                             out_spec, storage, ttype)
 from fusebind.lowering.scalar_text import TextScalarBuilder, is_float
