@@ -12,7 +12,13 @@ Subcommands:
   for built-in examples, a plain-numpy version, and prints the report
   (`fusebind.report`; `--json` for a machine-readable one).
 - `fusebind examples`: list the built-in examples (`--mlir NAME` prints one).
-- `fusebind explain [FILE | --example NAME]`: the optimized IR and the plan.
+- `fusebind explain [FILE | --example NAME]`: the optimized IR and the plan;
+  `--dot` prints the plan as a Graphviz graph (runtime/explain_dot.py), `--svg
+  FILE` draws it with Graphviz's `dot` (absent: bad input saying how to
+  install it). `--machine default` prices with the documented model, so the
+  picture is the same on every machine (docs/transformer.dot).
+- `fusebind run --profile`: the report, then the time of each plan step
+  (region, kernel, arm, % of the call: fusebind.cli_profile).
 - An ONNX model: `fusebind run model.onnx` loads it (`fusebind.onnx.load`; a
   model fusebind does not run is bad input naming node, op and opset), takes
   inputs from `--input NAME=FILE` (.npy/.pb) or draws them (symbolic dims:
@@ -20,6 +26,7 @@ Subcommands:
   onnxruntime when that is installed (else the report says "unchecked");
   `fusebind explain model.onnx`; `fusebind import model.onnx -o model.mlir`
   writes the traced prim module (what `fusebind-opt` and `fusebind run` read).
+  These are in fusebind.cli_onnx.
 
 Exit codes: 0 all checks passed, 1 a check failed, 2 bad input (missing
 file, parse error, unknown entry or example, bad option, shapes whose inputs
@@ -29,7 +36,9 @@ inputs need (plus the float64 draw a float input is made from) against the
 memory available (`MemAvailable`); a `MemoryError` later (the run, the
 reference interpreter's intermediates) is bad input too, never exit 3.
 
-Owns: argument parsing, progress, timing (inputs: `fusebind.cli_inputs`). Shape
+Owns: argument parsing, progress, the prim-program commands (inputs and exit
+codes: `fusebind.cli_inputs`; timing and the profile: `fusebind.cli_profile`;
+ONNX models: `fusebind.cli_onnx`; the report: `fusebind.report`). Shape
 specialization is the executor's (fusebind/runtime/specialize.py). Must not:
 write the binding table other than by compiling through the public API, or
 swap process-wide streams (it writes to the streams it is given).
@@ -40,6 +49,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
+import subprocess
 import sys
 import time
 import traceback
@@ -49,11 +60,15 @@ from typing import Any, Callable, Sequence, TextIO
 import numpy as np
 
 from fusebind.compiler.catalog import RUNTIME_FUSED_BASE
-from fusebind.cli_inputs import CliError, allocate_inputs, argument_shapes, model_inputs, parse_shapes, random_inputs
+from fusebind.cli_inputs import (
+    EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_INTERNAL, EXIT_OK, CliError, allocate_inputs, argument_shapes, parse_shapes,
+    random_inputs,
+)
+from fusebind.cli_onnx import cmd_import, cmd_run_onnx, explain_onnx, is_onnx
+from fusebind.cli_profile import format_profile, profile_rows, time_interleaved
 from fusebind.examples_builtin import BUILTIN_EXAMPLES, DEFAULT_EXAMPLE, BuiltinExample, UnknownExampleError, get_example
 
 SUBCOMMANDS = ("run", "examples", "explain", "import")
-EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 #: Extent of every dynamic dimension of a program file when neither `--dim` nor `--shape` sets it.
 DEFAULT_FILE_DIM = 1024
@@ -163,16 +178,17 @@ def only_entry(module: Any, entry: str) -> Any:
 
 
 def compile_entry(program: Program, entry: str, arrays: Sequence[np.ndarray],
-                  before_compile: Callable[[str], None]) -> tuple[Any, Any]:
+                  before_compile: Callable[[str], None], machine: str | None = None) -> tuple[Any, Any]:
     """`fusebind.compile` the entry (other functions dropped) and plan it for
-    `arrays`: (compiled function, plan). Shapes that do not fit the
-    function's ops are a CliError."""
+    `arrays`, its costs priced with `machine` (`--machine`; None: the process's
+    model): (compiled function, plan). Shapes that do not fit the function's ops
+    are a CliError."""
     import fusebind as fb
     from fusebind.api import ArgumentError
     from fusebind.dialect import print_module
 
     compiled = fb.compile(print_module(only_entry(program.module, entry)), entry=entry,
-                          before_compile=before_compile)
+                          before_compile=before_compile, machine=machine)
     try:
         plan = compiled.executor.plan_for(arrays)
     except ArgumentError as err:
@@ -181,49 +197,15 @@ def compile_entry(program: Program, entry: str, arrays: Sequence[np.ndarray],
     return compiled, plan
 
 
-# ----------------------------------------------------------------- timing
-def time_interleaved(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
-    """Median seconds per call of each function, the candidates interleaved
-    round by round (the machine is noisy; see PERFORMANCE.md)."""
-    samples: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            t = time.perf_counter()
-            fn()
-            samples[name].append(time.perf_counter() - t)
-    return {k: float(np.median(v)) for k, v in samples.items()}
-
-
 # ----------------------------------------------------------------- run
 def _outputs(value: Any) -> list[np.ndarray]:
     return list(value) if isinstance(value, tuple) else [value]
 
 
-def plan_report(rep: Any, executor: Any, plan: Any, arrays: Sequence[np.ndarray]) -> Any:
-    """`rep` (a FunctionReport) filled from the executor's plan for `arrays`: machine, regions,
-    rejections, kernels bound, compiles, notes, arm calls."""
-    from fusebind.report import kernel_rows, region_rows
-    from fusebind.runtime.bindings import global_bindings
-
-    rep.machine = (plan.machine or executor.machine).describe()
-    rep.regions = region_rows(plan.decisions)
-    rep.rejected = [d.remark().removeprefix("remark: ") for d in executor.decisions if d.verdict != "fused"]
-    fused_arm = {d.name: int(d.fused_id) for d in plan.decisions if d.arm == "fused"}
-    shapes = tuple(tuple(a.shape) for a in arrays)
-    rep.kernels = kernel_rows(executor.optimized_func(global_bindings(), shapes), global_bindings(),
-                              executor.options.backend, fused_arm)
-    rep.compiles = [f"@{r.name} -> id {r.fused_id} in {r.seconds * 1e3:.0f} ms" if not r.error
-                    else f"@{r.name} failed: {r.error}" for r in executor.compiler.records.values()]
-    rep.notes = list(plan.notes)
-    arms = executor.stats.arms
-    rep.arm_calls = {"fused": arms.fused_calls, "arm 0": arms.arm0_calls}
-    return rep
-
-
 def run_entry(program: Program, entry: str, args: argparse.Namespace, progress: Progress) -> Any:
     """Compile, run, check and time one entry; returns its FunctionReport."""
     from fusebind.dialect import interpret
-    from fusebind.report import FunctionReport, Timing, check_outputs
+    from fusebind.report import FunctionReport, Timing, check_outputs, plan_report
 
     ex = program.example
     specs, arrays = entry_inputs(program, entry, args, np.random.default_rng(args.seed), example_inputs=True)
@@ -235,7 +217,7 @@ def run_entry(program: Program, entry: str, args: argparse.Namespace, progress: 
 
     progress(f"optimize @{entry} for these shapes: capability-gated fusion, compile the work order, "
              "resolve every node in the binding table (static kernels are built on first use)")
-    compiled, plan = compile_entry(program, entry, arrays, on_compile)
+    compiled, plan = compile_entry(program, entry, arrays, on_compile, args.machine)
     executor = compiled.executor
     for record in executor.compiler.records.values():
         verb = "bound as catalog id" if 0 < record.fused_id < RUNTIME_FUSED_BASE else "adopted as id"
@@ -258,6 +240,9 @@ def run_entry(program: Program, entry: str, args: argparse.Namespace, progress: 
             fns["numpy"] = lambda: ex.numpy_fn(*arrays)
         t = time_interleaved(fns, args.repeat)
         rep.timing = Timing(args.repeat, t["fusebind"], t["interpreter"], t.get("numpy"))
+    if args.profile:
+        progress(f"profile @{entry}: {max(1, args.repeat)} runs of each step")
+        rep.profile = profile_rows(executor, arrays, args.repeat)
     return rep
 
 
@@ -271,8 +256,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, progress: Progress) -> int:
     if args.tol is not None and not (args.tol > 0 and math.isfinite(args.tol)):
         raise CliError(f"--tol must be a positive number, got {args.tol}")
     if is_onnx(args.file):
-        if args.example is not None or args.entry is not None:
-            raise CliError("--example and --entry apply to prim programs, not to an ONNX model")
+        if args.example is not None or args.entry is not None or args.machine is not None:
+            raise CliError("--example, --entry and --machine apply to prim programs, not to an ONNX model")
         return cmd_run_onnx(args, out, progress)
     if args.input:
         raise CliError("--input gives an ONNX model's inputs; a prim program's are drawn (see --shape)")
@@ -286,7 +271,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, progress: Progress) -> int:
         json.dump([r.as_dict() for r in reports], out, indent=2, default=str)
         out.write("\n")
     else:
-        out.write("\n\n".join(format_report(r) for r in reports) + "\n")
+        out.write("\n\n".join(format_report(r) + ("\n" + format_profile(r.profile, args.repeat) if r.profile else "")
+                                for r in reports) + "\n")
         failed = [r.entry for r in reports if not r.passed]
         out.write(f"result: {'FAIL (' + ', '.join('@' + f for f in failed) + ')' if failed else 'PASS'}\n")
     return EXIT_OK if all(r.passed for r in reports) else EXIT_CHECK_FAILED
@@ -308,112 +294,58 @@ def cmd_examples(args: argparse.Namespace, out: TextIO, progress: Progress) -> i
 
 
 def cmd_explain(args: argparse.Namespace, out: TextIO, progress: Progress) -> int:
+    """The plan and the optimized IR; `--dot`: the plan as DOT; `--svg FILE`: that drawn by Graphviz."""
+    fmt = "dot" if args.dot or args.svg else "text"
+    if args.dot and args.svg:
+        raise CliError("give either --dot (print the DOT text) or --svg FILE (draw it), not both")
+    dot = _graphviz() if args.svg else None
     if is_onnx(args.file):
-        f = load_onnx_model(args.file, progress)
-        _, arrays = model_inputs(f, args, np.random.default_rng(0))
-        progress("optimize and compile")
-        out.write(f.explain(*arrays) + "\n")
+        if args.machine is not None:
+            raise CliError("--machine applies to prim programs, not to an ONNX model")
+        text = explain_onnx(args, progress, fmt)
+        if fmt == "dot":
+            return _picture(text, args, dot, out, progress)
+        out.write(text + "\n")
         return EXIT_OK
     program = load_program(args.file, args.example, args.entry)
+    if args.svg and len(program.entries) > 1:
+        raise CliError(f"--svg draws one function; pick it with --entry ({', '.join('@' + e for e in program.entries)})")
+    pictures = []
     for entry in program.entries:
         _, arrays = entry_inputs(program, entry, args, np.random.default_rng(0), example_inputs=False)
         progress(f"optimize and compile @{entry}")
-        compiled, _ = compile_entry(program, entry, arrays, lambda name: progress(f"compile region @{name}"))
+        compiled, _ = compile_entry(program, entry, arrays, lambda name: progress(f"compile region @{name}"),
+                                    args.machine)
+        if fmt == "dot":
+            pictures.append(compiled.explain(*arrays, format="dot"))
+            continue
         out.write(compiled.explain(*arrays) + "\n\n")
         out.write(compiled.optimized(*arrays))
-    return EXIT_OK
+    return _picture("".join(pictures), args, dot, out, progress) if fmt == "dot" else EXIT_OK
 
 
-# ----------------------------------------------------------------- ONNX models
-def is_onnx(path: str | None) -> bool:
-    return path is not None and path.lower().endswith(".onnx")
+def _graphviz() -> str:
+    """The path of Graphviz's `dot`; CliError saying how to install it when it is not on PATH."""
+    dot = shutil.which("dot")
+    if dot is None:
+        raise CliError("--svg needs Graphviz's `dot` program, which is not on PATH: install Graphviz "
+                       "(apt install graphviz, or conda install graphviz), or print the DOT text with --dot")
+    return dot
 
 
-def load_onnx_model(path: str, progress: Progress) -> Any:
-    """The model at `path` as a `fusebind.onnx.OnnxFunction`; CliError when it cannot be read."""
-    import onnx
-
-    from fusebind.onnx import load
-
-    progress(f"import {path}: version conversion, shape inference, one handler per node")
-    try:
-        proto = onnx.load(path)
-    except OSError as err:
-        raise CliError(f"cannot read model file '{path}': {err.strerror or err}") from None
-    except Exception as err:  # protobuf's DecodeError and friends
-        raise CliError(f"{path}: not an ONNX model ({type(err).__name__}: {err})") from None
-    return load(proto)
-
-
-def onnxruntime_session(path: str) -> tuple[Any, str]:
-    """(an onnxruntime session for the model, "") or (None, why the outputs are unchecked)."""
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        return None, "onnxruntime is not installed: the outputs are unchecked (pip install onnxruntime)"
-    try:
-        return ort.InferenceSession(path, providers=["CPUExecutionProvider"]), ""
-    except Exception as err:  # onnxruntime refuses the model: nothing to check against
-        return None, f"onnxruntime cannot load the model ({str(err).strip().splitlines()[0]}): outputs unchecked"
-
-
-def cmd_run_onnx(args: argparse.Namespace, out: TextIO, progress: Progress) -> int:
-    """Load, run, check (onnxruntime) and time an ONNX model; the usual report."""
-    from fusebind.report import FunctionReport, Timing, check_outputs, format_report
-
-    f = load_onnx_model(args.file, progress)
-    labels, arrays = model_inputs(f, args, np.random.default_rng(args.seed))
-    progress(f"inputs (seed {args.seed}): {', '.join(labels)}; trace, optimize, compile, run")
-    jfn, call = f.jit_call(*arrays)
-    executor = jfn.executor(*call)
-    plan = executor.plan_for(call)
-    outs = f.run(*arrays)
-    rep = plan_report(FunctionReport(args.file, f.imported.model.graph.name or "graph", args.seed, labels),
-                      executor, plan, call)
-    session, unchecked = onnxruntime_session(args.file)
-    feeds = dict(zip(f.input_names, arrays))
-    if session is not None:
-        progress("check against onnxruntime")
-        rep.check = check_outputs(outs, session.run(None, feeds), args.tol)
-    if args.repeat > 0:
-        progress(f"time: {args.repeat} interleaved rounds")
-        fns: dict[str, Callable[[], Any]] = {"fusebind": lambda: f.run(*arrays)}
-        if session is not None:
-            fns["onnxruntime"] = lambda: session.run(None, feeds)
-        t = time_interleaved(fns, args.repeat)
-        if session is not None:
-            rep.timing = Timing(args.repeat, t["fusebind"], t["onnxruntime"])
-        else:
-            rep.notes.append(f"time per call (median of {args.repeat}): fusebind {t['fusebind'] * 1e6:.1f} us")
-    passed = rep.passed or rep.check is None
-    if args.json:
-        json.dump([rep.as_dict() | {"reference": "onnxruntime", "unchecked": unchecked, "passed": passed}], out,
-                  indent=2, default=str)
-        out.write("\n")
-        return EXIT_OK if passed else EXIT_CHECK_FAILED
-    text = format_report(rep).replace("vs reference interpreter", "vs onnxruntime")
-    out.write(text.replace("reference interpreter ", "onnxruntime ") + (f"\nnote: {unchecked}" if unchecked else ""))
-    out.write(f"\nresult: {'UNCHECKED' if rep.check is None else 'PASS' if passed else 'FAIL'}\n")
-    return EXIT_OK if passed else EXIT_CHECK_FAILED
-
-
-def cmd_import(args: argparse.Namespace, out: TextIO, progress: Progress) -> int:
-    """An ONNX model's traced prim module (for `fusebind-opt`), to `-o FILE` or stdout."""
-    if not is_onnx(args.file):
-        raise CliError(f"fusebind import reads an ONNX model (a .onnx file), not '{args.file}'")
-    f = load_onnx_model(args.file, progress)
-    labels, arrays = model_inputs(f, args, np.random.default_rng(0))
-    progress(f"trace for {', '.join(labels)}")
-    text = f.mlir(*arrays)
-    if args.output in (None, "-"):
+def _picture(text: str, args: argparse.Namespace, dot: str | None, out: TextIO, progress: Progress) -> int:
+    """Print the DOT text (`--dot`), or render it to `--svg FILE` with `dot`."""
+    if dot is None:
         out.write(text)
         return EXIT_OK
     try:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    except OSError as err:
-        raise CliError(f"cannot write '{args.output}': {err.strerror or err}") from None
-    progress(f"wrote {args.output} ({len(text.splitlines())} lines of prim IR)")
+        done = subprocess.run([dot, "-Tsvg", "-o", args.svg], input=text, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise CliError(f"cannot run Graphviz's dot ({dot}): {err}") from None
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[0]
+        raise CliError(f"Graphviz's dot could not write '{args.svg}': {why}")
+    progress(f"wrote {args.svg}")
     return EXIT_OK
 
 
@@ -440,18 +372,28 @@ def build_parser() -> argparse.ArgumentParser:
                        help="an ONNX model's input from a .npy or .pb (TensorProto) file; a bare FILE is the "
                             "next input in order (repeatable)")
 
+    def machine_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--machine", choices=("default", "measured"), help="the machine model the costs are priced "
+                       "with (default: FUSEBIND_MACHINE, else measured; `default` is reproducible)")
+
     run = sub.add_parser("run", help="compile, run, check and time a program (the default command)")
     program_args(run)
+    machine_arg(run)
     run.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     run.add_argument("--repeat", type=int, default=20, help="timing rounds; 0 skips timing (default 20)")
     run.add_argument("--tol", type=float, help="bound on the normwise relative error "
                      "max|out-ref|/max|ref| (default: 1e-4 for f32, 1e-9 for f64)")
     run.add_argument("--json", action="store_true", help="print the report as JSON")
+    run.add_argument("--profile", action="store_true", help="also time each step of the plan (region, kernel, "
+                     "arm, %% of the call; median of --repeat runs)")
     ex = sub.add_parser("examples", help="list the built-in examples")
     ex.add_argument("--mlir", metavar="NAME", help="print the MLIR of one example")
     ex.set_defaults(quiet=True, traceback=False)
     explain = sub.add_parser("explain", help="show the optimized IR and the plan of a program")
     program_args(explain)
+    machine_arg(explain)
+    explain.add_argument("--dot", action="store_true", help="print the plan as a Graphviz (DOT) graph")
+    explain.add_argument("--svg", metavar="FILE", help="draw the plan into FILE (an SVG; needs Graphviz's dot)")
     imp = sub.add_parser("import", help="write the prim IR of an ONNX model (for fusebind-opt)")
     program_args(imp)
     imp.add_argument("-o", "--output", help="the .mlir file to write (default: stdout)")

@@ -1,6 +1,6 @@
 """The `fusebind` command's inputs: `--shape` specs, argument shapes, the memory check, seeded random arrays.
 
-Owns: `CliError` (bad input to the command, exit 2), parsing `NAME=4x8` specs, the concrete
+Owns: the exit codes and `CliError` (bad input to the command, exit 2), parsing `NAME=4x8` specs, the concrete
 shape of each argument, refusing inputs that cannot fit in the memory available before any is
 allocated, and drawing the inputs; for an ONNX model, its inputs from `--input` files (.npy,
 .pb TensorProto) or drawn (`model_inputs`: integers in [0, 8) so they index any table of 8 or
@@ -21,6 +21,10 @@ from fusebind.dialect.errors import FusebindError
 
 #: extent of a symbolic dim of an ONNX model's input when neither --dim nor --shape sets it (a batch of 1)
 DEFAULT_ONNX_DIM = 1
+
+
+#: the command's exit codes: all checks passed, a check failed, bad input (a CliError), an internal error
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 class CliError(FusebindError):

@@ -1,7 +1,7 @@
 """What the `fusebind` command reports about one compiled and checked function.
 
 Owns the report records (`FunctionReport` and its rows), collecting them from
-an executor's plan and the binding table (`region_rows`, `kernel_rows`), the
+an executor's plan and the binding table (`plan_report`, `region_rows`, `kernel_rows`), the
 check against the reference outputs (`check_outputs`), and rendering
 (`format_report` for people, `FunctionReport.as_dict` for `--json`).
 
@@ -86,6 +86,8 @@ class FunctionReport:
     arm_calls: dict[str, int] = field(default_factory=dict)
     check: CheckResult | None = None
     timing: Timing | None = None
+    #: `--profile`: one dict per plan step (cli_profile.profile_rows); empty without it
+    profile: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -147,6 +149,26 @@ def kernel_rows(func: Any, table: Any, backend: str, fused_arm: dict[str, int]) 
             continue
         add(op)
     return list(rows.values())
+
+
+def plan_report(rep: FunctionReport, executor: Any, plan: Any, arrays: Sequence[np.ndarray]) -> FunctionReport:
+    """`rep` filled from the executor's plan for `arrays`: machine, regions,
+    rejections, kernels bound, compiles, notes, arm calls."""
+    from fusebind.runtime.bindings import global_bindings
+
+    rep.machine = (plan.machine or executor.machine).describe()
+    rep.regions = region_rows(plan.decisions)
+    rep.rejected = [d.remark().removeprefix("remark: ") for d in executor.decisions if d.verdict != "fused"]
+    fused_arm = {d.name: int(d.fused_id) for d in plan.decisions if d.arm == "fused"}
+    shapes = tuple(tuple(a.shape) for a in arrays)
+    rep.kernels = kernel_rows(executor.optimized_func(global_bindings(), shapes), global_bindings(),
+                              executor.options.backend, fused_arm)
+    rep.compiles = [f"@{r.name} -> id {r.fused_id} in {r.seconds * 1e3:.0f} ms" if not r.error
+                    else f"@{r.name} failed: {r.error}" for r in executor.compiler.records.values()]
+    rep.notes = list(plan.notes)
+    arms = executor.stats.arms
+    rep.arm_calls = {"fused": arms.fused_calls, "arm 0": arms.arm0_calls}
+    return rep
 
 
 def check_outputs(outs: Sequence[np.ndarray], refs: Sequence[np.ndarray], tolerance: float | None) -> CheckResult:

@@ -37,6 +37,7 @@ import numpy as np
 
 from fusebind.runtime.arguments import format_array_type
 from fusebind.runtime.resolve import fmt_cost
+from fusebind.runtime.step_profile import plan_and_func
 
 __all__ = ["dot_of", "quote"]
 
@@ -57,24 +58,12 @@ def _type_of(value: Any) -> str:
         return str(value.type)
 
 
-def _current(executor: Any, arrays: Sequence[np.ndarray]) -> tuple[Any, Any]:
-    """(plan, the optimized function it was built from), for the current table."""
-    shapes = tuple(tuple(a.shape) for a in arrays)
-    for _ in range(3):  # a background compile may move the table between the two calls
-        plan = executor.plan_for(arrays)
-        table = executor.session.table
-        func = executor.optimized_func(table, shapes)
-        if plan.generation == table.generation:
-            break
-    return plan, func
-
-
 def dot_of(executor: Any, arrays: Sequence[Any]) -> str:
     """The DOT text of `executor`'s plan for `arrays`."""
     from fusebind.dialect.fused import RegionOp
 
     arrays = [np.asarray(a) for a in arrays]
-    plan, func = _current(executor, arrays)
+    plan, func = plan_and_func(executor, arrays)
     block = func.body.blocks[0]
     source: dict[int, str] = {}  # id(value) -> the node that makes it
     lines: list[str] = []
