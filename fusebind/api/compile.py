@@ -18,7 +18,9 @@ import numpy as np
 from fusebind.lowering.backend import DEFAULT_BACKEND
 from fusebind.api.errors import ArgumentError, EntryError, FusebindError
 from fusebind.api.jit import default_optimizer
+from fusebind.api.travel import build_blob, materialize, plan_and_wait, receive, replay_quietly
 from fusebind.runtime.executor import Executor
+from fusebind.runtime.session import current_session
 
 
 class CompiledFunction:
@@ -31,9 +33,18 @@ class CompiledFunction:
                  profile: bool = False) -> None:
         from fusebind.dialect import parse_module
 
+        #: what a pickle makes the function again from (docs/PORTABLE.md)
+        self._init = dict(optimize=optimize, background=background, verify=verify, verify_action=verify_action,
+                          backend=backend, threads=threads, cache=cache, before_compile=before_compile,
+                          machine=machine, profile=profile)
+        self._text, self._entry = text, entry
+        #: the signatures planned so far ((shape, dtype) per argument), in order
+        self._sigs: dict[tuple[Any, ...], None] = {}
+        self._blob: tuple[int, bytes] | None = None
         self.module = parse_module(text)
         entry = check_entry(self.module, entry)
-        self._executor = Executor(self.module, entry, optimize=default_optimizer(backend) if optimize else None,
+        optimizer = default_optimizer(backend, current_session()) if optimize else None
+        self._executor = Executor(self.module, entry, optimize=optimizer,
                                   backend=backend, verify=verify, verify_action=verify_action,
                                   background=background, threads=threads, cache=cache,
                                   before_compile=before_compile, machine=machine, profile=profile)
@@ -46,7 +57,52 @@ class CompiledFunction:
             result = fast.call(args, out)
             if result is not None:
                 return result
+        sig = tuple((np.shape(a), np.asarray(a).dtype) for a in args)
+        if sig not in self._sigs:
+            self._sigs[sig] = None
         return self._executor(*args, out=out)
+
+    def precompile(self, *args: Any) -> "CompiledFunction":
+        """Plan and compile for arguments like these (arrays, or `ArraySpec`s / objects with
+        `.shape` and `.dtype`) and wait until every kernel is bound, so a pickle made afterwards
+        carries them. Returns the function."""
+        arrays = [np.asarray(materialize(a)) for a in args]
+        self._sigs.setdefault(tuple((a.shape, a.dtype) for a in arrays), None)
+        plan_and_wait(self._executor, arrays)
+        return self
+
+    def _replay(self, sigs: list[tuple[Any, ...]]) -> list[str]:
+        for sig in sigs:
+            arrays = [np.zeros(shape, dtype) for shape, dtype in sig]
+            replay_quietly(lambda arrays=arrays: plan_and_wait(self._executor, arrays))
+        return [self._text]
+
+    def _portable_blob(self) -> bytes:
+        sigs = list(self._sigs)
+        if self._blob is None or self._blob[0] != len(sigs):
+            from fusebind.runtime.calibrate import machine_model
+
+            machine = machine_model(self._init["machine"])
+
+            def clone(cache: Any) -> CompiledFunction:
+                return CompiledFunction(self._text, self._entry, **{**self._init, "cache": cache, "machine": machine,
+                                                                    "before_compile": None})
+            self._blob = (len(sigs), build_blob(clone, lambda c: c._replay(sigs), self._init["backend"], "compile"))
+        return self._blob[1]
+
+    def __reduce__(self) -> Any:
+        """Pickled as its text, entry and options, with the blob of the kernels of every
+        signature planned so far (docs/PORTABLE.md)."""
+        from fusebind.runtime.calibrate import machine_model
+
+        state = (list(self._sigs), self._portable_blob(), machine_model(self._init["machine"]))
+        return (_receive_compiled, (self._text, self._entry, self._init, state))
+
+    def __copy__(self) -> "CompiledFunction":
+        return self
+
+    def __deepcopy__(self, memo: Any) -> "CompiledFunction":
+        return self
 
     @property
     def executor(self) -> Executor:
@@ -72,6 +128,19 @@ class CompiledFunction:
     @property
     def stats(self) -> Any:
         return self._executor.stats
+
+
+def _receive_compiled(text: str, entry: str | None, init: dict[str, Any], state: tuple[Any, ...]) -> CompiledFunction:
+    """Unpickling: the function parsed again, its kernels installed (when the machine key is
+    this machine's, priced with the sender's machine model) and every signature planned."""
+    sigs, blob, machine = state
+    name = entry or "main"
+    if receive(name, blob, init["backend"]) and init["machine"] is None:
+        init = {**init, "machine": machine}
+    fn = CompiledFunction(text, entry, **init)
+    fn._replay(sigs)
+    fn._sigs.update(dict.fromkeys(sigs))
+    return fn
 
 
 def check_entry(module: Any, entry: Any) -> str | None:

@@ -26,6 +26,8 @@ fast path `bind` builds that list and the thunk checks it.
 from __future__ import annotations
 
 import functools
+import sys
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -39,8 +41,10 @@ from fusebind.api.errors import FusebindValueError, UnsupportedOperation
 from fusebind.runtime.specialize import ShapePolicy, no_data
 from fusebind.api.pytree import LEAF, flatten, unflatten
 from fusebind.api.trace import ACTIVE, inline_into_trace, trace_graph, tracing
+from fusebind.api.travel import build_blob, call_spec, materialize, plan_and_wait, receive, replay_quietly
 from fusebind.runtime.arms import ArmStats
 from fusebind.runtime.executor import Executor
+from fusebind.runtime.session import current_session
 
 
 def default_optimizer(backend: str, session: Any = None) -> Callable[..., Any]:
@@ -139,6 +143,14 @@ class JitFunction:
         if dynamic not in (None, True, False):
             raise FusebindValueError(f"fusebind: dynamic must be None (automatic), True or False, got {dynamic!r}")
         self.fn = fn
+        #: what `__init__` was given (a pickle makes the function again from it)
+        self._init = dict(static_argnums=static_argnums, static_argnames=static_argnames, background=background,
+                          verify=verify, verify_action=verify_action, backend=backend, threads=threads, cache=cache,
+                          before_compile=before_compile, machine=machine, profile=profile, dynamic=dynamic)
+        #: each call that made a new trace, its arrays as ArraySpecs (api/travel.py), in order
+        self._calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+        #: (number of calls it covers, the portable blob): what the last pickle carried
+        self._blob: tuple[int, bytes] | None = None
         self.name = getattr(fn, "__name__", "fn")
         self._spec = CallSpec(fn, self.name, static_argnums, static_argnames)
         self._options = dict(background=background, verify=verify, verify_action=verify_action, backend=backend,
@@ -268,6 +280,7 @@ class JitFunction:
         module, graph = trace_graph(self.fn, arrays, names, self.name, kinds, call=call)
         out_tree = trees[0] if trees else None
         self._traces += 1
+        self._calls.append(call_spec(flat))
         captures = [cap for cap, _ in graph.captures.values()]  # in hidden-argument order
         binding = Binding(len(leaves), [(i, k, f"argument '{names[i]}' (#{i}) of '{self.name}'")
                                         for i, k in enumerate(kinds) if k is not None], graph.checks, captures)
@@ -282,14 +295,16 @@ class JitFunction:
         found = self._shapes.entry(erased, [a.shape for a in arrays], module, probe)
         if found is not None and found.executor is None:  # a new polymorphic trace: its one executor
             found.executor = Executor(found.module, self.name, name=self.name, dynamic=True,
-                                      optimize=default_optimizer(self._options["backend"]), arg_names=arg_names,
+                                      optimize=default_optimizer(self._options["backend"], current_session()),
+                                      arg_names=arg_names,
                                       **self._options)
             self._executors[(key, len(self._executors))] = found.executor
             self._redirect(erased, found)
         if found is not None:
             ex = found.executor
         else:
-            ex = Executor(module, self.name, name=self.name, optimize=default_optimizer(self._options["backend"]),
+            ex = Executor(module, self.name, name=self.name,
+                          optimize=default_optimizer(self._options["backend"], current_session()),
                           arg_names=arg_names, **self._options)
             self._executors[(key, len(self._executors))] = ex
         self._entries.setdefault(key, []).insert(0, (binding, ex, out_tree))  # the newest trace is tried first
@@ -357,6 +372,67 @@ class JitFunction:
         """Wait for background compilation of every signature; False on timeout."""
         return all(ex.wait_compiled(timeout) for ex in list(self._executors.values()))
 
+    # ------------------------------------------------------------------ travel (docs/PORTABLE.md)
+    def precompile(self, *args: Any, **kwargs: Any) -> "JitFunction":
+        """Trace, plan and compile for arguments like these, and wait until every kernel is
+        bound, so a pickle made afterwards carries them (a process that unpickles it compiles
+        nothing for these shapes). Arrays may be given as `ArraySpec(shape, dtype)` or any object
+        with `.shape` and `.dtype`; scalars and static arguments as in a call. Call it once per
+        distinct shape (each chunk shape of a map over chunks). Returns the function."""
+        flat = self._spec.flat(args, kwargs)
+        args, kwargs = flat.rebuild([materialize(leaf) for leaf in flat.leaves])
+        _, ex, full, _ = self._flat(args, kwargs)
+        plan_and_wait(ex, full)
+        return self
+
+    def _replay(self, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[str]:
+        """Plan every recorded call (arrays as zeros), in order; the traced modules' text."""
+        from fusebind.dialect import print_module
+
+        for args, kwargs in calls:
+            def step(args: Any = args, kwargs: Any = kwargs) -> None:
+                flat = self._spec.flat(args, kwargs)
+                _, ex, full, _ = self._flat(*flat.rebuild([materialize(leaf) for leaf in flat.leaves]))
+                plan_and_wait(ex, full)
+            replay_quietly(step)
+        return [print_module(ex.module) for ex in self._executors.values()]
+
+    def _portable_blob(self) -> bytes:
+        """The blob a pickle of this function carries (made again when calls were traced since)."""
+        calls = list(self._calls)
+        if self._blob is None or self._blob[0] != len(calls):
+            from fusebind.runtime.calibrate import machine_model
+
+            machine = machine_model(self._options["machine"])
+
+            def clone(cache: Any) -> JitFunction:
+                return JitFunction(self.fn, **{**self._init, "cache": cache, "machine": machine,
+                                               "before_compile": None})
+            self._blob = (len(calls), build_blob(clone, lambda c: c._replay(calls), self._options["backend"], "jit"))
+        return self._blob[1]
+
+    def __reduce__(self) -> Any:
+        """Pickled by reference (a module-level `@fb.jit def f`: the receiver imports it) or by
+        value (its Python function, pickled as pickle/cloudpickle pickle functions), with the
+        recorded calls and the blob of their kernels (docs/PORTABLE.md)."""
+        busy = _REDUCING.__dict__.setdefault("ids", set())
+        if id(self) in busy:  # the reference inside our own reduce below: pickle saves it as a global
+            busy.discard(id(self))
+            return self.__qualname__
+        from fusebind.runtime.calibrate import machine_model
+
+        state = (list(self._calls), self._portable_blob(), machine_model(self._options["machine"]))
+        if _by_reference(self):
+            busy.add(id(self))
+            return (_receive_reference, (self, state))
+        return (_receive_value, (self.fn, self._init, state))
+
+    def __copy__(self) -> "JitFunction":
+        return self  # a handle: copies share the traces and kernels (and pickling is not copying)
+
+    def __deepcopy__(self, memo: Any) -> "JitFunction":
+        return self
+
     @property
     def stats(self) -> JitStats:
         """Counters summed over every signature (see `JitStats`); seconds only with profile=True."""
@@ -379,6 +455,39 @@ class JitFunction:
         if profile:
             s.run_seconds, s.arm0_seconds, s.fused_seconds = seconds
         return s
+
+
+_REDUCING = threading.local()
+
+
+def _by_reference(fn: JitFunction) -> bool:
+    """Is `fn` the module-level object its module and qualified name name (`@fb.jit def f` at
+    the top of an imported module), so a receiver finds it by importing that module?"""
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if not module or not qualname or "<" in qualname or module == "__main__" or module not in sys.modules:
+        return False
+    obj: Any = sys.modules[module]
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    return obj is fn
+
+
+def _receive(fn: JitFunction, state: tuple[Any, ...]) -> JitFunction:
+    calls, blob, machine = state
+    if receive(fn.name, blob, fn._options["backend"]) and fn._init["machine"] is None and not fn._executors:
+        fn._options["machine"] = machine  # priced as where its kernels were chosen: the same regions
+    fn._replay(calls)
+    return fn
+
+
+def _receive_reference(fn: JitFunction, state: tuple[Any, ...]) -> JitFunction:
+    """Unpickling by reference: `fn` is the module's own function; its kernels are installed."""
+    return _receive(fn, state)
+
+
+def _receive_value(py_fn: Callable[..., Any], init: dict[str, Any], state: tuple[Any, ...]) -> JitFunction:
+    """Unpickling by value: a new JitFunction of the unpickled Python function."""
+    return _receive(JitFunction(py_fn, **init), state)
 
 
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:

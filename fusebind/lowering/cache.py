@@ -42,6 +42,19 @@ same way).
 
 A key includes the `op_fingerprint` of each user op its parts name (see `cache_key`).
 
+The portable layer (docs/PORTABLE.md): object code that arrived in a pickled
+fusebind function (`runtime/portable.py` verified its hashes and the machine
+key) is installed here by key (`install_portable`), process-wide like the
+disk cache (the key covers everything the code depends on, so it holds in
+every session). Every `ObjectCache.get` looks there first, so the normal
+optimize -> region -> key path finds such a kernel as a hit and never
+compiles it; while the layer holds anything, even a cache that is off
+(`FUSEBIND_CACHE=0`) is `enabled` for it and keeps what it builds in memory.
+It is bounded (`PORTABLE_LIMIT` entries, the oldest dropped first).
+`RecordingCache` is the other half: a cache that keeps every entry it
+serves or stores, so a pickling process learns exactly which keys a
+function's kernels have.
+
 Must not: import `mlir` or `llvmlite` (a hit has to be cheap).
 """
 
@@ -131,7 +144,10 @@ class ObjectCache:
 
     @property
     def enabled(self) -> bool:
-        """Whether the cache is on: a directory is named and it is not refused."""
+        """Whether the cache is on: a directory is named and it is not refused (or
+        the portable layer holds kernels, which every cache serves first)."""
+        if _PORTABLE:
+            return True
         return self.directory is not None and self._vet(create=False) is not None
 
     def path_of(self, key: str) -> Path:
@@ -157,7 +173,13 @@ class ObjectCache:
 
     def get(self, key: str) -> CachedObject | None:
         """The entry for `key`, or None if absent, unreadable, corrupt, not a
-        regular file of ours (a symlink, another user's), or the directory is refused."""
+        regular file of ours (a symlink, another user's), or the directory is refused.
+        The portable layer (installed from pickles) is looked up first."""
+        if _PORTABLE:
+            entry = portable_get(key)
+            if entry is not None:
+                self.hits += 1
+                return entry
         root = self._vet(create=False)
         if root is None:
             return None
@@ -173,6 +195,8 @@ class ObjectCache:
         """Store atomically. Returns False (and warns once) if the directory cannot
         take it; False without writing if the directory is refused (warned by `vet_directory`)."""
         if self.directory is None:
+            if _PORTABLE:  # enabled only for the portable layer: keep what is built in memory
+                _portable_put(key, entry)
             return False
         if "\n" in entry.symbol:
             raise FusebindValueError(f"ObjectCache.put: the symbol {entry.symbol!r} contains a newline; "
@@ -225,6 +249,89 @@ class ObjectCache:
         except OSError:
             pass
         return removed
+
+
+# ----------------------------------------------------------------- the portable layer
+#: at most this many portable entries are kept (the oldest installed are dropped first)
+PORTABLE_LIMIT = 4096
+_PORTABLE: "dict[str, CachedObject]" = {}
+_PORTABLE_LOCK = threading.Lock()
+_PORTABLE_COUNTS = {"installed": 0, "hits": 0}
+
+
+def _portable_put(key: str, entry: CachedObject) -> None:
+    with _PORTABLE_LOCK:
+        _PORTABLE.pop(key, None)
+        _PORTABLE[key] = entry  # re-inserted: the newest
+        while len(_PORTABLE) > PORTABLE_LIMIT:
+            del _PORTABLE[next(iter(_PORTABLE))]
+
+
+def install_portable(entries: "dict[str, CachedObject]") -> int:
+    """Install verified object code by object-cache key (runtime/portable.py checks hashes
+    and the machine key first); returns how many keys were new."""
+    new = 0
+    for key, entry in entries.items():
+        new += key not in _PORTABLE
+        _portable_put(key, entry)
+    with _PORTABLE_LOCK:
+        _PORTABLE_COUNTS["installed"] += new
+    return new
+
+
+def portable_get(key: str) -> CachedObject | None:
+    """The installed portable entry for `key`, or None."""
+    entry = _PORTABLE.get(key)
+    if entry is not None:
+        with _PORTABLE_LOCK:
+            _PORTABLE_COUNTS["hits"] += 1
+    return entry
+
+
+def portable_counts() -> dict[str, int]:
+    """{"entries": held now, "installed": keys ever installed, "hits": lookups served}."""
+    with _PORTABLE_LOCK:
+        return {"entries": len(_PORTABLE), **_PORTABLE_COUNTS}
+
+
+def clear_portable() -> None:
+    """Drop every portable entry (tests; a process that no longer wants them)."""
+    with _PORTABLE_LOCK:
+        _PORTABLE.clear()
+
+
+class RecordingCache(ObjectCache):
+    """A cache that keeps every entry it serves or stores (`entries`, by key), reading
+    through to `inner` (the default cache) and writing through to it. Always enabled, so
+    every build computes its key even when `inner` is off."""
+
+    def __init__(self, inner: ObjectCache | None = None) -> None:
+        super().__init__(None)
+        self.inner = inner if inner is not None else default_cache()
+        self.entries: dict[str, CachedObject] = {}
+        self._entries_lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return True
+
+    def get(self, key: str) -> CachedObject | None:
+        with self._entries_lock:
+            entry = self.entries.get(key)
+        if entry is None:
+            entry = self.inner.get(key)
+            if entry is None:
+                self.misses += 1
+                return None
+            with self._entries_lock:
+                self.entries[key] = entry
+        self.hits += 1
+        return entry
+
+    def put(self, key: str, entry: CachedObject) -> bool:
+        with self._entries_lock:
+            self.entries[key] = entry
+        return self.inner.put(key, entry)
 
 
 # ----------------------------------------------------------------- trust
