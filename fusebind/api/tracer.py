@@ -143,6 +143,25 @@ class Tracer(ArrayMethods):
                                        f"dtype('{self.dtype}') to dtype('{dt}') according to the rule '{casting}'")
         return cast(self, dt)
 
+    # ------------------------------------------------------------ the array API standard
+    def __array_namespace__(self, /, *, api_version: str | None = None) -> Any:
+        """The array API namespace of traced values (array_api.py), so array-API-generic code traces."""
+        from fusebind.api.array_api import namespace_for
+
+        return namespace_for(api_version)
+
+    @property
+    def device(self) -> str:
+        """The array API device: fusebind runs on one, "cpu"."""
+        return "cpu"
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> "Tracer":
+        if device != "cpu" or stream is not None:
+            raise UnsupportedOperation(f"fusebind: in '{self.graph.fn_name}': to_device({device!r}"
+                                       f"{', stream=...' if stream is not None else ''}): fusebind's only device is "
+                                       "'cpu' (with no streams)")
+        return self
+
     # ------------------------------------------------------------ numpy protocols (NEP 13, NEP 18)
     # (numpy_ufuncs.array_ufunc and numpy_dispatch.array_function, bound late: handlers.py)
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
