@@ -17,8 +17,10 @@ first, then calls `register`); the registry never calls out while holding it.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -226,7 +228,24 @@ def prepare_recipe(name: str, region: Any) -> PreparedRecipe:
 
 class RecipeRegistry:
     """Runtime FusedOpIds with their recipes. Thread-safe; `capacity` bounds
-    the id space (ids `base .. base+capacity-1`) so tests can exhaust it."""
+    the id space (ids `base .. base+capacity-1`) so tests can exhaust it.
+
+    Bounded (`trim`, docs/SOAK.md): a serving process registers a region per
+    new shape for days, and a recipe holds its region's IR (~30 KB). The
+    session trims at every swap that bound a kernel: every recipe whose id is
+    bound in its table stays, and of the others only the `keep` most recently
+    used (registered or looked up) do; the rest are *forgotten*: their region
+    and text go, a 16-byte digest of their canonical text -> id stays
+    (`FORGOTTEN_LIMIT` of them, oldest dropped first). Ids are never reused
+    (allocated from a counter, not from the count), so a forgotten id never
+    names another region; the same region registered again gets its old id
+    back (what the JIT's compile records and plans refer to), unless its
+    digest was dropped too, then a new id (the JIT binds whatever id the
+    adoption returns). `recipe_of` a forgotten id is an UnknownRecipeError;
+    `id_of` a forgotten region is None (nothing registered equals it now)."""
+
+    #: digests of forgotten recipes kept (~100 bytes each: ~6.5 MB at the limit)
+    FORGOTTEN_LIMIT = 1 << 16
 
     def __init__(self, *, base: int = RUNTIME_FUSED_BASE, capacity: int = 1 << 40) -> None:
         if base < RUNTIME_FUSED_BASE:
@@ -237,7 +256,13 @@ class RecipeRegistry:
         self._capacity = capacity
         self._lock = threading.Lock()
         self._by_canonical: dict[str, int] = {}
-        self._by_id: dict[int, Recipe] = {}
+        #: live recipes, least recently used first (register / id_of / recipe_of move one to the end)
+        self._by_id: OrderedDict[int, Recipe] = OrderedDict()
+        #: digest of a forgotten recipe's canonical text -> its id, oldest first
+        self._forgotten: OrderedDict[bytes, int] = OrderedDict()
+        self._next = base
+        #: recipes forgotten so far (statistics)
+        self.forgotten_total = 0
 
     def register(self, name: str, region: Any) -> int:
         """The id of `region`'s recipe: the existing one if an equal recipe is
@@ -251,13 +276,17 @@ class RecipeRegistry:
         with self._lock:
             existing = self._by_canonical.get(prepared.canonical)
             if existing is not None:
+                self._by_id.move_to_end(existing)
                 return existing
-            if len(self._by_id) >= self._capacity:
-                raise RecipeIdSpaceExhausted(
-                    f"all {self._capacity} runtime FusedOpIds from {self._base} are taken; "
-                    f"cannot register recipe {prepared.name!r}"
-                )
-            fused_id = self._base + len(self._by_id)
+            fused_id = self._forgotten.pop(_digest(prepared.canonical), None)
+            if fused_id is None:
+                if self._next - self._base >= self._capacity:
+                    raise RecipeIdSpaceExhausted(
+                        f"all {self._capacity} runtime FusedOpIds from {self._base} are taken; "
+                        f"cannot register recipe {prepared.name!r}"
+                    )
+                fused_id = self._next
+                self._next += 1
             region = _detached_copy(prepared.region, fused_id, prepared.name)
             self._by_id[fused_id] = Recipe(fused_id, prepared.name, prepared.canonical, region)
             self._by_canonical[prepared.canonical] = fused_id
@@ -267,18 +296,54 @@ class RecipeRegistry:
         """The id of an equal registered recipe, or None."""
         canonical = canonical_recipe(region)
         with self._lock:
-            return self._by_canonical.get(canonical)
+            fused_id = self._by_canonical.get(canonical)
+            if fused_id is not None:
+                self._by_id.move_to_end(fused_id)
+            return fused_id
 
     def recipe_of(self, fused_id: int) -> Recipe:
         """The recipe registered under `fused_id`."""
         with self._lock:
             recipe = self._by_id.get(fused_id)
+            if recipe is not None:
+                self._by_id.move_to_end(fused_id)
         if recipe is None:
             raise UnknownRecipeError(
                 f"no recipe is registered under FusedOpId {fused_id}; "
                 "adopt the region first (adopt_runtime_fused) or check the id"
             )
         return recipe
+
+    def trim(self, keep: int, pinned: Any = ()) -> int:
+        """Forget the least recently used recipes beyond `keep`, except those
+        whose id is in `pinned` (ids with a kernel bound: they always stay).
+        Returns how many were forgotten."""
+        if keep < 0:
+            raise ValueError(f"trim keeps a number of recipes >= 0, got {keep}")
+        pinned = frozenset(pinned)
+        with self._lock:
+            excess = sum(1 for i in self._by_id if i not in pinned) - keep
+            if excess <= 0:
+                return 0
+            victims = []
+            for fused_id in self._by_id:  # least recently used first
+                if fused_id not in pinned:
+                    victims.append(fused_id)
+                    if len(victims) == excess:
+                        break
+            for fused_id in victims:
+                recipe = self._by_id.pop(fused_id)
+                del self._by_canonical[recipe.canonical]
+                self._forgotten[_digest(recipe.canonical)] = fused_id
+            while len(self._forgotten) > self.FORGOTTEN_LIMIT:
+                self._forgotten.popitem(last=False)
+            self.forgotten_total += len(victims)
+            return len(victims)
+
+    def forgotten(self) -> int:
+        """Digests of forgotten recipes held now (each can give its id back)."""
+        with self._lock:
+            return len(self._forgotten)
 
     def ids(self) -> tuple[int, ...]:
         with self._lock:
@@ -288,19 +353,27 @@ class RecipeRegistry:
         with self._lock:
             return len(self._by_id)
 
-    def snapshot(self) -> tuple[dict[str, int], dict[int, Recipe]]:
+    def snapshot(self) -> tuple[dict[str, int], dict[int, Recipe], dict[bytes, int], int]:
         with self._lock:
-            return dict(self._by_canonical), dict(self._by_id)
+            return dict(self._by_canonical), dict(self._by_id), dict(self._forgotten), self._next
 
-    def restore(self, state: tuple[dict[str, int], dict[int, Recipe]]) -> None:
+    def restore(self, state: tuple[Any, ...]) -> None:
         with self._lock:
-            self._by_canonical, self._by_id = dict(state[0]), dict(state[1])
+            self._by_canonical, self._by_id = dict(state[0]), OrderedDict(state[1])
+            self._forgotten = OrderedDict(state[2]) if len(state) > 2 else OrderedDict()
+            self._next = state[3] if len(state) > 3 else self._base + len(self._by_id)
 
     def reset(self) -> None:
         """Forget every recipe. Unbind their kernels first (see runtime.testing)."""
         with self._lock:
             self._by_canonical.clear()
             self._by_id.clear()
+            self._forgotten.clear()
+            self._next = self._base
+
+
+def _digest(canonical: str) -> bytes:
+    return hashlib.blake2b(canonical.encode(), digest_size=16).digest()
 
 
 def _detached_copy(op: Operation, fused_id: int, name: str) -> Operation:

@@ -26,7 +26,9 @@ Kernel budget (budget.py, docs/KERNEL-BUDGET.md): every swap that binds a
 row also evicts, in the same new snapshot, the least recently used
 JIT-compiled runtime kernels beyond the session's budget
 (`Session(kernel_budget=n)`, else the process's: `FUSEBIND_KERNEL_BUDGET`,
-`budget.set_kernel_budget`, default 512).
+`budget.set_kernel_budget`, default 512). The same swaps trim the recipe
+registry to the recipes with a kernel bound plus `RECIPES_UNBOUND` (64)
+recently used others (compiler/recipes.py `trim`, docs/SOAK.md).
 
 Concurrency: the table is swapped whole (copy-on-write). Readers read one
 attribute (`table`) and take no lock. Writers are serialised by the
@@ -51,6 +53,10 @@ if TYPE_CHECKING:  # the registry pulls in xDSL: import it only when a recipe is
     from fusebind.compiler.recipes import RecipeRegistry
 
 T = TypeVar("T")
+
+#: recipes kept beyond those with a kernel bound (docs/SOAK.md): the recent regions still
+#: queued for, or being, compiled, and the ones gated but cheap to re-register
+RECIPES_UNBOUND = 64
 
 
 class Session:
@@ -151,7 +157,18 @@ class Session:
         except BaseException:  # no swap: the budget's record of evictions stays as the table does
             state.evictions, state.evicted_ids = saved
             raise
+        if builder.added and self._recipes is not None:
+            self._trim_recipes()
         return result
+
+    def _trim_recipes(self) -> None:
+        """Bound the recipe registry (compiler/recipes.py `trim`): every recipe
+        whose id is bound in the table stays, plus the RECIPES_UNBOUND most
+        recently used others; so it holds at most the kernels bound (the
+        budget) + RECIPES_UNBOUND recipes. Runs under the writer lock, after
+        the swap (the registry's lock nests inside it, as the order says)."""
+        pinned = {key.fused_id for key, _d, _b, _row in self.table.rows() if key.is_runtime}
+        self._recipes.trim(RECIPES_UNBOUND, pinned)  # type: ignore[union-attr]
 
     @property
     def kernel_budget(self) -> int | None:
