@@ -19,8 +19,10 @@ Must not: build the dask graph (fusebind.dask.graph does).
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import weakref
+from collections import OrderedDict
 from typing import Any, Sequence
 
 import numpy as np
@@ -28,6 +30,12 @@ import numpy as np
 #: every compiled kernel function this process made or received (for process_compiles)
 _FUNCTIONS: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _LOCK = threading.Lock()
+#: the block kernels this process unpickled, by content: every task of a graph unpickles its
+#: kernel, and they all get this one object, so its functions are bound once per process
+_PROCESS_KERNELS: "OrderedDict[str, BlockKernel]" = OrderedDict()
+_PROCESS_KERNELS_MAX = 256  # a long-lived worker keeps the newest kernels only
+#: what this process built itself, summed when each function was built (kept past its life)
+_BUILT = {"compiles": 0, "object_cache_hits": 0}
 
 
 def process_compiles() -> dict[str, int]:
@@ -36,8 +44,10 @@ def process_compiles() -> dict[str, int]:
     cache). Both are 0 on a worker that received every kernel in the pickle."""
     with _LOCK:
         functions = list(_FUNCTIONS)
-    return {"compiles": sum(int(f.stats.compiles) for f in functions),
-            "object_cache_hits": sum(int(f.stats.object_cache_hits) for f in functions)}
+        built = dict(_BUILT)
+    # a received function that compiles later (it should not) counts too
+    return {"compiles": built["compiles"] + sum(int(f.stats.compiles) for f in functions),
+            "object_cache_hits": built["object_cache_hits"] + sum(int(f.stats.object_cache_hits) for f in functions)}
 
 
 def kernel_text(analysis: Any, ops: Sequence[Any], inputs: Sequence[Any], output: Any, sizes: dict[int, int],
@@ -96,6 +106,7 @@ class BlockKernel:
                  functions: dict[Any, Any] | None = None) -> None:
         self.name = name
         self.texts = texts
+        self.key = hashlib.sha256(repr((sorted(texts.items()), np.dtype(out_dtype).str)).encode()).hexdigest()
         self.out_dtype = np.dtype(out_dtype)
         self._functions: dict[Any, Any] = dict(functions or {})
         self._lock = threading.Lock()
@@ -123,9 +134,14 @@ class BlockKernel:
                         "its graph: call the function again on the rechunked array")
                 # one thread per kernel call: dask runs the chunks in parallel already
                 f = fb.compile(text, threads=1)
+                probes = [no_data(s, d) for s, d in zip(key, self._in_dtypes(text))]
+                if hasattr(f, "precompile"):  # compiled, bound, and recorded for the pickle
+                    f.precompile(*probes)
+                else:
+                    f.optimized(*probes)  # planning compiles every region
                 with _LOCK:
-                    _FUNCTIONS.add(f)
-                f.optimized(*[no_data(s, d) for s, d in zip(key, self._in_dtypes(text))])  # compile now
+                    _BUILT["compiles"] += int(f.stats.compiles)
+                    _BUILT["object_cache_hits"] += int(f.stats.object_cache_hits)
                 self._functions[key] = f
         return f
 
@@ -148,21 +164,34 @@ class BlockKernel:
         return self._function(tuple(a.shape for a in arrays))(*arrays)
 
     def __reduce__(self) -> Any:
-        return (_rebuild, (self.name, self.texts, self.out_dtype.str, _portable(self._functions)))
+        return (_rebuild, (self.key, self.name, self.texts, self.out_dtype.str, _portable(self._functions)))
 
     def __repr__(self) -> str:
         return f"BlockKernel({self.name}, {len(self.texts)} block shape(s))"
 
 
 def _portable(functions: dict[Any, Any]) -> dict[Any, Any] | None:
-    """The compiled functions themselves when fusebind's compiled functions pickle with their
-    object code (fusebind.runtime.portable); else None, and a worker compiles from the text."""
-    try:
-        import fusebind.runtime.portable  # noqa: F401  (present once compiled functions travel)
-    except ImportError:
+    """The compiled functions themselves when fusebind's compiled functions travel with their
+    object code (`CompiledFunction.precompile`, docs/PORTABLE.md); else None, and a worker
+    compiles from the text (counted by process_compiles)."""
+    from fusebind.api.compile import CompiledFunction
+
+    if not hasattr(CompiledFunction, "precompile"):
         return None
     return dict(functions)
 
 
-def _rebuild(name: str, texts: dict[Any, str], out_dtype: str, functions: dict[Any, Any] | None) -> BlockKernel:
-    return BlockKernel(name, texts, np.dtype(out_dtype), functions)
+def _rebuild(key: str, name: str, texts: dict[Any, str], out_dtype: str,
+             functions: dict[Any, Any] | None) -> BlockKernel:
+    """The process's one BlockKernel of this content (a graph's tasks each unpickle it)."""
+    with _LOCK:
+        found = _PROCESS_KERNELS.get(key)
+        if found is not None:
+            _PROCESS_KERNELS.move_to_end(key)
+            return found
+    kernel = BlockKernel(name, texts, np.dtype(out_dtype), functions)
+    with _LOCK:
+        found = _PROCESS_KERNELS.setdefault(key, kernel)
+        while len(_PROCESS_KERNELS) > _PROCESS_KERNELS_MAX:
+            _PROCESS_KERNELS.popitem(last=False)
+    return found
