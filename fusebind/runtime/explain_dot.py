@@ -8,7 +8,8 @@ same order) and the optimizer's `Decision`s (gated and rejected candidates).
 The picture:
 - each argument is an `invhouse` node, each returned value a `house` node, both
   labelled with name, dtype and shape;
-- each primitive op is a box labelled with its op name and result type;
+- each primitive op is a box labelled with its op name and result type (a one-element
+  constant with its value);
 - each fused region is one `subgraph cluster_region_<k>` holding the nodes of its
   body, labelled with its name, FusedOpId, op count, the cost of both arms and the
   arm chosen (with the kernel it resolved to); a region that runs arm 0 is dashed,
@@ -95,7 +96,7 @@ def dot_of(executor: Any, arrays: Sequence[Any]) -> str:
         counter[0] += 1
         reads(op, node)
         types = ", ".join(_type_of(r) for r in op.results)
-        label = op.name + (f"\n{types}" if types else "")
+        label = op.name + _scalar_value(op) + (f"\n{types}" if types else "")
         lines.append(f"{indent}{node} [shape=box, style=rounded, label={quote(label)}];")
         for r in op.results:
             source[id(r)] = node
@@ -138,6 +139,20 @@ def dot_of(executor: Any, arrays: Sequence[Any]) -> str:
     lines += [f"  {a} -> {b};" for a, b in edges]
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _scalar_value(op: Any) -> str:
+    """` 1e-05` for a one-element prim.constant (the epsilons and scales of a picture), else ``."""
+    if op.name != "prim.constant":
+        return ""
+    try:
+        value = np.asarray(op.reference()).reshape(-1)
+    except Exception:  # a constant it cannot read is drawn without its value
+        return ""
+    if value.size != 1:
+        return ""
+    v = value[0]
+    return f" {float(v):.6g}" if value.dtype.kind == "f" or value.dtype.name == "bfloat16" else f" {v}"
 
 
 def _region_style(region: Any, d: Any) -> str:

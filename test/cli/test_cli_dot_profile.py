@@ -124,3 +124,33 @@ def test_profile_steps_values_and_bad_repeat() -> None:
     np.testing.assert_allclose(c(x), np.exp(x) * x, rtol=1e-6)  # profiling left the plan as it was
     with pytest.raises(fb.FusebindValueError, match=r"profile_steps: repeat must be an int >= 1, got 0"):
         profile_steps(c.executor, [x], 0)
+
+
+@pytest.fixture(scope="module")
+def small_onnx(tmp_path_factory: pytest.TempPathFactory) -> str:
+    onnx = pytest.importorskip("onnx", reason="onnx is not installed")
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Exp", ["r"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8]),
+                                           helper.make_tensor_value_info("w", TensorProto.FLOAT, [8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])])
+    path = tmp_path_factory.mktemp("onnx") / "small.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_onnx_model_dot_and_profile(small_onnx: str) -> None:
+    code, out, err = run_cli("explain", small_onnx, "--dot", "-q")
+    assert code == 0, err
+    assert out.startswith('digraph "fusebind: g" {') and out.count("{") == out.count("}")
+    assert len(re.findall(r"subgraph cluster_region_\d+ \{", out)) == 1
+    assert 'label="prim.matmul\\nfloat32[4,8]"' in out and 'label="return\\nfloat32[4,8]"' in out
+    code, out, err = run_cli("run", small_onnx, "--profile", "--repeat", "1", "-q")
+    assert code == 0, err
+    rows = re.findall(r"^ +(\d+)  (\S+(?: @\w+)?) +(\S+) +(fused|arm 0|primitive) +[\d.]+ us +([\d.]+)%$", out, re.M)
+    assert [(r[0], r[1]) for r in rows][0] == ("0", "prim.matmul") and len(rows) == 2
+    assert rows[1][1].startswith("region @") and rows[1][3] == "fused"
+    code, _, err = run_cli("explain", small_onnx, "--machine", "default", "-q")
+    assert code == 2 and err == "fusebind: error: --machine applies to prim programs, not to an ONNX model\n"

@@ -130,6 +130,7 @@ def test_jit_dot_draws_regions_inputs_outputs_and_edges() -> None:
     assert nodes["arg2"]["label"] == "b\nfloat32[16]"
     assert nodes["out0"]["label"] == "return #0\nfloat32[8,16]"
     assert nodes["out1"]["label"] == "return #1\nfloat32[8]"
+    assert sum(a["label"] == "prim.constant 2\nfloat32[]" for a in nodes.values()) == 1  # h * 2.0, with its value
     matmul = [n for n, a in nodes.items() if a["label"].startswith("prim.matmul\n")]
     assert len(matmul) == 1 and ("arg0", matmul[0]) in g["edges"] and ("arg1", matmul[0]) in g["edges"]
     assert all(any(e[1] == f"out{i}" for e in g["edges"]) for i in range(2))
