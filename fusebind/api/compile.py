@@ -87,7 +87,8 @@ class CompiledFunction:
             def clone(cache: Any) -> CompiledFunction:
                 return CompiledFunction(self._text, self._entry, **{**self._init, "cache": cache, "machine": machine,
                                                                     "before_compile": None})
-            self._blob = (len(sigs), build_blob(clone, lambda c: c._replay(sigs), self._init["backend"], "compile"))
+            blob = build_blob(clone, lambda c: c._replay(sigs), self._init["backend"], "compile", self._init["cache"])
+            self._blob = (len(sigs), blob)
         return self._blob[1]
 
     def __reduce__(self) -> Any:

@@ -26,8 +26,6 @@ fast path `bind` builds that list and the thunk checks it.
 from __future__ import annotations
 
 import functools
-import sys
-import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -41,7 +39,8 @@ from fusebind.api.errors import FusebindValueError, UnsupportedOperation
 from fusebind.runtime.specialize import ShapePolicy, no_data
 from fusebind.api.pytree import LEAF, flatten, unflatten
 from fusebind.api.trace import ACTIVE, inline_into_trace, trace_graph, tracing
-from fusebind.api.travel import build_blob, call_spec, materialize, plan_and_wait, receive, replay_quietly
+from fusebind.api.travel import (build_blob, by_reference, call_spec, inner_reference, materialize, plan_and_wait,
+                                 receive, replay_quietly)
 from fusebind.runtime.arms import ArmStats
 from fusebind.runtime.executor import Executor
 from fusebind.runtime.session import current_session
@@ -408,22 +407,20 @@ class JitFunction:
             def clone(cache: Any) -> JitFunction:
                 return JitFunction(self.fn, **{**self._init, "cache": cache, "machine": machine,
                                                "before_compile": None})
-            self._blob = (len(calls), build_blob(clone, lambda c: c._replay(calls), self._options["backend"], "jit"))
+            blob = build_blob(clone, lambda c: c._replay(calls), self._options["backend"], "jit", self._init["cache"])
+            self._blob = (len(calls), blob)
         return self._blob[1]
 
     def __reduce__(self) -> Any:
         """Pickled by reference (a module-level `@fb.jit def f`: the receiver imports it) or by
         value (its Python function, pickled as pickle/cloudpickle pickle functions), with the
         recorded calls and the blob of their kernels (docs/PORTABLE.md)."""
-        busy = _REDUCING.__dict__.setdefault("ids", set())
-        if id(self) in busy:  # the reference inside our own reduce below: pickle saves it as a global
-            busy.discard(id(self))
-            return self.__qualname__
         from fusebind.runtime.calibrate import machine_model
 
+        if inner_reference(self):  # the reference inside our own reduce below: pickle saves it as a global
+            return self.__qualname__
         state = (list(self._calls), self._portable_blob(), machine_model(self._options["machine"]))
-        if _by_reference(self):
-            busy.add(id(self))
+        if by_reference(self):
             return (_receive_reference, (self, state))
         return (_receive_value, (self.fn, self._init, state))
 
@@ -455,21 +452,6 @@ class JitFunction:
         if profile:
             s.run_seconds, s.arm0_seconds, s.fused_seconds = seconds
         return s
-
-
-_REDUCING = threading.local()
-
-
-def _by_reference(fn: JitFunction) -> bool:
-    """Is `fn` the module-level object its module and qualified name name (`@fb.jit def f` at
-    the top of an imported module), so a receiver finds it by importing that module?"""
-    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
-    if not module or not qualname or "<" in qualname or module == "__main__" or module not in sys.modules:
-        return False
-    obj: Any = sys.modules[module]
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-    return obj is fn
 
 
 def _receive(fn: JitFunction, state: tuple[Any, ...]) -> JitFunction:

@@ -23,12 +23,14 @@ Unpickling runs code, like any pickle: see runtime/portable.py.
 
 from __future__ import annotations
 
+import sys
+import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from fusebind.dialect.errors import FusebindError
-from fusebind.lowering.cache import RecordingCache
+from fusebind.lowering.cache import ObjectCache, RecordingCache
 from fusebind.runtime.portable import (
     Payload,
     decode_payload,
@@ -65,6 +67,38 @@ class ArraySpec:
         return f"ArraySpec({self.shape}, {self.dtype})"
 
 
+_REDUCING = threading.local()
+
+
+def by_reference(fn: Any) -> bool:
+    """Is `fn` the module-level object its module and qualified name name (`@fb.jit def f` at
+    the top of an imported module), so a receiver finds it by importing that module? Then its
+    reduce is `(receive, (fn, state))`, and `fn` inside it pickles as that global (see
+    `inner_reference`): the receiver imports the module, and the state is applied to its `f`."""
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if not module or not qualname or "<" in qualname or module == "__main__" or module not in sys.modules:
+        return False
+    obj: Any = sys.modules[module]
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    if obj is not fn:
+        return False
+    _REDUCING.__dict__.setdefault("ids", set()).add(id(fn))
+    return True
+
+
+def inner_reference(fn: Any) -> bool:
+    """True (once) when pickle asks for `fn`'s reduce while saving the reduce `by_reference`
+    made: `fn` then reduces to its qualified name, which pickle saves as a global reference
+    (pickle and cloudpickle handle the recursion: the loaded object is that global, after the
+    receive call ran)."""
+    busy = _REDUCING.__dict__.setdefault("ids", set())
+    if id(fn) in busy:
+        busy.discard(id(fn))
+        return True
+    return False
+
+
 def _spec_of(leaf: Any) -> Any:
     if isinstance(leaf, (np.ndarray, np.generic)):
         return ArraySpec(np.shape(leaf), leaf.dtype)
@@ -92,11 +126,11 @@ def plan_and_wait(executor: Any, arrays: list[np.ndarray]) -> None:
 
 
 def build_blob(make_clone: Callable[[RecordingCache], Any], replay: Callable[[Any], list[str]],
-               backend: str, kind: str) -> bytes:
+               backend: str, kind: str, cache: Any = None) -> bytes:
     """The blob of a function: `make_clone(cache)` (in a scratch session) makes a fresh copy of
     it that compiles through `cache`; `replay(clone)` plans every recorded call and returns the
-    traced modules' text."""
-    rec = RecordingCache()
+    traced modules' text. `cache`: the function's own object cache, if it has one."""
+    rec = RecordingCache(cache if isinstance(cache, ObjectCache) else None)
     with use_session(scratch_session(rec, backend)):
         clone = make_clone(rec)
         try:

@@ -302,12 +302,13 @@ def clear_portable() -> None:
 
 class RecordingCache(ObjectCache):
     """A cache that keeps every entry it serves or stores (`entries`, by key), reading
-    through to `inner` (the default cache) and writing through to it. Always enabled, so
-    every build computes its key even when `inner` is off."""
+    through to `inner` (then to the default cache) and writing through to `inner`. Always
+    enabled, so every build computes its key even when those caches are off."""
 
     def __init__(self, inner: ObjectCache | None = None) -> None:
         super().__init__(None)
         self.inner = inner if inner is not None else default_cache()
+        self._also = default_cache() if inner is not None else None
         self.entries: dict[str, CachedObject] = {}
         self._entries_lock = threading.Lock()
 
@@ -320,6 +321,8 @@ class RecordingCache(ObjectCache):
             entry = self.entries.get(key)
         if entry is None:
             entry = self.inner.get(key)
+            if entry is None and self._also is not None and self._also is not self.inner:
+                entry = self._also.get(key)
             if entry is None:
                 self.misses += 1
                 return None
