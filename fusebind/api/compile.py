@@ -57,10 +57,11 @@ class CompiledFunction:
             result = fast.call(args, out)
             if result is not None:
                 return result
-        sig = tuple((np.shape(a), np.asarray(a).dtype) for a in args)
-        if sig not in self._sigs:
-            self._sigs[sig] = None
-        return self._executor(*args, out=out)
+        plans = len(self._executor._plans)
+        result = self._executor(*args, out=out)
+        if len(self._executor._plans) != plans:  # a new signature was planned: a pickle replays it
+            self._sigs.setdefault(tuple((np.shape(a), np.asarray(a).dtype) for a in args), None)
+        return result
 
     def precompile(self, *args: Any) -> "CompiledFunction":
         """Plan and compile for arguments like these (arrays, or `ArraySpec`s / objects with
