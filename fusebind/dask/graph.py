@@ -30,6 +30,7 @@ from fusebind.api.errors import FusebindValueError
 from fusebind.dialect.errors import FusebindInternalError
 from fusebind.dask.analysis import TREE_REDUCTIONS, Analysis, analyze, unsupported
 from fusebind.dask.kernels import BlockKernel, kernel_text
+from fusebind.dask.moments import StackedCombine, Variance, find_variances
 
 
 def _identity(x: Any, axis: Any = None, keepdims: bool = True) -> Any:
@@ -97,13 +98,22 @@ class _Build:
                 if c is not None:
                     self.chunks.setdefault(c, tuple(arr.chunks[axis]))
         whole: dict[int, str] = {}
+        # a variance along a chunked axis runs on Welford partials: its mean is not a row-wise op
+        self.variances: dict[Any, Variance] = {
+            r2: v for r2, v in find_variances(a).items()
+            if any(len(self._chunks_of(c)) > 1 for c in a.reduced_classes(r2)) and not a.rowwise(r2)
+            and _dtype(v.u).kind == "f"}
+        self.welford_means = {v.r1 for v in self.variances.values()}
         for op in a.ops:
+            if op in self.welford_means:
+                continue
             if isinstance(op, ReductionOp):
                 split = {c for c in a.reduced_classes(op) if len(self._chunks_of(c)) > 1}
                 if split and a.rowwise(op):
                     for c in split:
-                        whole.setdefault(c, f"{op.name} along axes {list(op.axes_list())} needs whole rows (its "
-                                            "result is broadcast back along a reduced axis)")
+                        whole.setdefault(c, f"{op.name} along axes {list(op.axes_list())} needs whole rows: "
+                                            "each chunk must hold the whole reduced axis, since its result is "
+                                            "broadcast back along it")
                 elif split and op.KIND not in TREE_REDUCTIONS:
                     for c in split:
                         whole.setdefault(c, f"{op.name} has no tree form: it reduces whole axes")
@@ -113,6 +123,7 @@ class _Build:
                 whole.setdefault(c, f"{op.name} merges or splits axes, so it needs them whole")
         for c in whole:
             self.chunks[c] = (a.classes.size[c],)
+        self.given = {arg: tuple(len(c) for c in arr.chunks) for arr, arg in zip(arrays, args)}
         for arr, arg, name in zip(arrays, args, names):
             want = tuple(self._chunks_of(c) if c is not None else (1,) for c in a.cls(arg))
             if tuple(arr.chunks) != want:
@@ -142,6 +153,10 @@ class _Build:
                 self.lines.append(f"stage {self._next()}: {op.name} {list(lhs.shape)} @ {list(rhs.shape)}: dask's "
                                   f"blocked matmul (k in {len(lhs.chunks[-1])} chunk(s)), {out.npartitions} output "
                                   "block(s); what follows runs fused on each block after its k-sum")
+            elif op in self.variances:
+                self.dask[op.results[0]] = self._welford(self.variances[op])
+            elif op in self.welford_means:
+                continue  # read only by its variance, which computes it per chunk
             elif isinstance(op, ReductionOp) and any(len(self._chunks_of(c)) > 1 for c in a.reduced_classes(op)):
                 self.dask[op.results[0]] = self._tree(op)
         raise FusebindInternalError("fusebind.dask: the traced function has no func.return")
@@ -201,6 +216,27 @@ class _Build:
                           f"dask.array.reduction folds them (split_every={self.owner.split_every or 'dask default'})")
         return out
 
+    def _welford(self, v: Variance) -> Any:
+        import dask.array as da
+
+        ops, inputs = self._slice(v.u)
+        partials = self._blockwise(ops, inputs, v.u, v)
+        r2 = v.r2
+        dtype = _dtype(r2.results[0])
+        shape = _shape(v.u)
+        count = int(np.prod([shape[k] for k in v.axes])) if v.axes else 1
+        keepdims = r2.keepdims is not None
+        stacked = da.reduction(partials, chunk=_identity, combine=StackedCombine(), aggregate=StackedCombine(),
+                               axis=tuple(k + 1 for k in v.axes), keepdims=keepdims, dtype=np.float64,
+                               split_every=self.owner.split_every, concatenate=True,
+                               meta=np.empty((0,) * (1 + len(_shape(r2.results[0]))), np.float64))
+        m2 = stacked[2]  # the M2 plane
+        out = (m2 / count if r2.KIND == "reduce_mean" else m2).astype(dtype)
+        self.lines.append(f"stage {self.stage}+: {r2.name} of (u - mean(u))^2 along axes {list(v.axes)} of "
+                          f"{list(shape)} (a variance) as a tree of Welford partials (n, mean, M2) per chunk "
+                          f"({partials.npartitions} partial(s)), combined by Chan's formula in f64: no rechunk")
+        return out
+
     def _blockwise(self, ops: list[Any], inputs: list[Any], output: Any, partial: Any) -> Any:
         import dask.array as da
         from dask.base import tokenize
@@ -214,11 +250,15 @@ class _Build:
         in_inds = [tuple(letter(c) for c in a.cls(v)) for v in inputs]
         in_letters = {x for ind in in_inds for x in ind}
         out_cls = a.cls(output)
-        reduced = set(partial.axes_list()) if partial is not None else set()
+        welford = isinstance(partial, Variance)
+        reduced = set(partial.axes if welford else partial.axes_list()) if partial is not None else set()
         out_ind = tuple(letter(c) for c in out_cls)
         new_axes: dict[str, Any] = {}
         adjust: dict[str, int] = {}
-        for k, (x, c) in enumerate(zip(out_ind, out_cls)):
+        if welford:  # the partial planes (n, mean, M2) on a new leading axis
+            out_ind = ("moments", *out_ind)
+            new_axes["moments"] = 3
+        for k, (x, c) in enumerate(zip(out_ind[1:] if welford else out_ind, out_cls)):
             if x not in in_letters:
                 if c is not None and len(self._chunks_of(c)) > 1:
                     raise unsupported(output.owner, "broadcasts along a chunked axis that no input of its kernel has; "
@@ -234,14 +274,21 @@ class _Build:
                           if c is not None})
         choices = [sorted(set(self._chunks_of(c))) for c in classes]
         texts: dict[Any, str] = {}
+        counts: dict[Any, int] = {}
         for combo in itertools.product(*choices):
             sizes = dict(zip(classes, combo))
             key = tuple(tuple(1 if c is None else sizes[c] for c in a.cls(v)) for v in inputs)
             texts[key] = kernel_text(a, ops, inputs, output, sizes, partial)
-        out_dtype = np.dtype(np.float64) if partial is not None and _dtype(output).kind == "f" and \
-            _dtype(output).itemsize < 8 and partial.KIND in ("reduce_sum", "reduce_mean", "reduce_prod") \
-            else _dtype(output)
-        kernel = self.owner.kernel(texts, out_dtype)
+            block = [1 if c is None else sizes[c] for c in out_cls]
+            counts[key] = int(np.prod([block[k] for k in reduced])) if reduced else 1
+        if welford:
+            out_dtype = np.dtype(np.float64)
+        elif partial is not None and _dtype(output).kind == "f" and _dtype(output).itemsize < 8 \
+                and partial.KIND in ("reduce_sum", "reduce_mean", "reduce_prod"):
+            out_dtype = np.dtype(np.float64)
+        else:
+            out_dtype = _dtype(output)
+        kernel = self.owner.kernel(texts, out_dtype, counts if welford else None)
         args: list[Any] = []
         for v, ind in zip(inputs, in_inds):
             args += [self.dask[v], ind]
@@ -250,7 +297,8 @@ class _Build:
         out = da.blockwise(kernel, out_ind, *args, dtype=out_dtype, concatenate=True, new_axes=new_axes or None,
                            adjust_chunks=adjust or None, name=name, meta=np.empty((0,) * len(out_ind), out_dtype))
         shown = ", ".join(op.name for op in ops) or "no op"
-        what = f" and a per-chunk partial {partial.name} (keepdims)" if partial is not None else ""
+        what = (" and per-chunk Welford partials (n, mean, M2)" if welford else
+                f" and a per-chunk partial {partial.name} (keepdims)" if partial is not None else "")
         self.lines.append(f"stage {stage}: one fused kernel per chunk ({out.npartitions} chunk(s), {len(texts)} block "
                           f"shape(s) compiled): {len(ops)} op(s) [{shown}]{what} from "
                           f"({', '.join(self._label(v) for v in inputs)}) -> {out.dtype}{list(out.shape)}")
@@ -276,12 +324,12 @@ class DaskJitFunction:
         self._kernels: dict[Any, BlockKernel] = {}
         self._last_lines: list[str] = []
 
-    def kernel(self, texts: dict[Any, str], dtype: Any) -> BlockKernel:
+    def kernel(self, texts: dict[Any, str], dtype: Any, counts: dict[Any, int] | None = None) -> BlockKernel:
         """One BlockKernel per distinct set of texts, compiled once and reused by later calls."""
-        key = (tuple(sorted(texts.items())), np.dtype(dtype).str)
+        key = (tuple(sorted(texts.items())), np.dtype(dtype).str, tuple(sorted((counts or {}).items())))
         found = self._kernels.get(key)
         if found is None:
-            found = BlockKernel(f"{self.name}#{len(self._kernels)}", texts, dtype)
+            found = BlockKernel(f"{self.name}#{len(self._kernels)}", texts, dtype, counts=counts)
             found.precompile()
             self._kernels[key] = found
         return found
@@ -325,7 +373,7 @@ class DaskJitFunction:
         b, _ = self._build(args)
         outs = b.run()
         shapes = ", ".join(f"{b.names[arg]}: {b.dask[arg].dtype}{list(b.dask[arg].shape)} chunks "
-                           f"{[len(c) for c in b.dask[arg].chunks]}" for arg in b.a.func.body.blocks[0].args)
+                           f"{list(b.given[arg])}" for arg in b.a.func.body.blocks[0].args)
         head = f"fusebind.dask plan for '{self.name}'({shapes})"
         tasks = sum(len(o.__dask_graph__()) for o in outs)
         rechunks = [line for line in b.lines if line.startswith("rechunk")]

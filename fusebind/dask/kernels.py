@@ -78,7 +78,25 @@ def kernel_text(analysis: Any, ops: Sequence[Any], inputs: Sequence[Any], output
         for old_r, new_r in zip(op.results, list(new.results)):
             mapping[old_r] = Rewriter.replace_value_with_new_type(new_r, typ(old_r))
     result = mapping[output]
-    if partial is not None:
+    results = [result]
+    if partial is not None and not hasattr(partial, "KIND"):  # a moments.Variance: (mean_c, M2_c)
+        from fusebind.dialect.prim import MulOp, SubOp
+
+        axes = list(partial.axes)
+        mean = ReduceMeanOp(result, axes, keepdims=True)
+        d = SubOp(result, mean.results[0])
+        sq = MulOp(d.results[0], d.results[0])
+        m2 = ReduceSumOp(sq.results[0], axes, keepdims=True)
+        results = []
+        for op in (mean, d, sq, m2):
+            block.add_op(op)
+        for v in (mean.results[0], m2.results[0]):
+            if elem_of(v.type) != "f64":
+                cast = CastOp(v, "f64")
+                block.add_op(cast)
+                v = cast.results[0]
+            results.append(v)
+    elif partial is not None:
         kind = partial.KIND
         # sum and mean both partial-sum (the aggregate divides by the global count once)
         cls = {"reduce_sum": ReduceSumOp, "reduce_mean": ReduceSumOp, "reduce_max": ReduceMaxOp,
@@ -90,8 +108,9 @@ def kernel_text(analysis: Any, ops: Sequence[Any], inputs: Sequence[Any], output
             cast = CastOp(result, "f64")
             block.add_op(cast)
             result = cast.results[0]
-    block.add_op(func_d.ReturnOp(result))
-    fn = func_d.FuncOp("chunk", ([a.type for a in block.args], [result.type]), Region(block))
+        results = [result]
+    block.add_op(func_d.ReturnOp(*results))
+    fn = func_d.FuncOp("chunk", ([a.type for a in block.args], [r.type for r in results]), Region(block))
     return print_module(ModuleOp([fn]))
 
 
@@ -103,10 +122,13 @@ class BlockKernel:
     worker compiles a text on first use (counted by `process_compiles`)."""
 
     def __init__(self, name: str, texts: dict[tuple[tuple[int, ...], ...], str], out_dtype: Any,
-                 functions: dict[Any, Any] | None = None) -> None:
+                 functions: dict[Any, Any] | None = None, counts: dict[Any, int] | None = None) -> None:
         self.name = name
         self.texts = texts
-        self.key = hashlib.sha256(repr((sorted(texts.items()), np.dtype(out_dtype).str)).encode()).hexdigest()
+        #: a Welford partial's element count per block shape: the result is stacked (n, mean, M2)
+        self.counts = counts
+        self.key = hashlib.sha256(repr((sorted(texts.items()), np.dtype(out_dtype).str,
+                                        sorted((counts or {}).items()))).encode()).hexdigest()
         self.out_dtype = np.dtype(out_dtype)
         self._functions: dict[Any, Any] = dict(functions or {})
         self._lock = threading.Lock()
@@ -160,11 +182,18 @@ class BlockKernel:
             self._function(key)
 
     def __call__(self, *blocks: Any) -> np.ndarray:
-        arrays = [np.ascontiguousarray(b) for b in blocks]
-        return self._function(tuple(a.shape for a in arrays))(*arrays)
+        # (not np.ascontiguousarray: it makes a 0-d block 1-d)
+        arrays = [np.require(b, requirements="C") for b in blocks]
+        key = tuple(a.shape for a in arrays)
+        out = self._function(key)(*arrays)
+        if self.counts is None:
+            return out
+        mean, m2 = out
+        return np.stack([np.full(mean.shape, float(self.counts[key])), mean, m2])
 
     def __reduce__(self) -> Any:
-        return (_rebuild, (self.key, self.name, self.texts, self.out_dtype.str, _portable(self._functions)))
+        return (_rebuild, (self.key, self.name, self.texts, self.out_dtype.str, _portable(self._functions),
+                           self.counts))
 
     def __repr__(self) -> str:
         return f"BlockKernel({self.name}, {len(self.texts)} block shape(s))"
@@ -182,14 +211,14 @@ def _portable(functions: dict[Any, Any]) -> dict[Any, Any] | None:
 
 
 def _rebuild(key: str, name: str, texts: dict[Any, str], out_dtype: str,
-             functions: dict[Any, Any] | None) -> BlockKernel:
+             functions: dict[Any, Any] | None, counts: dict[Any, int] | None) -> BlockKernel:
     """The process's one BlockKernel of this content (a graph's tasks each unpickle it)."""
     with _LOCK:
         found = _PROCESS_KERNELS.get(key)
         if found is not None:
             _PROCESS_KERNELS.move_to_end(key)
             return found
-    kernel = BlockKernel(name, texts, np.dtype(out_dtype), functions)
+    kernel = BlockKernel(name, texts, np.dtype(out_dtype), functions, counts)
     with _LOCK:
         found = _PROCESS_KERNELS.setdefault(key, kernel)
         while len(_PROCESS_KERNELS) > _PROCESS_KERNELS_MAX:

@@ -113,8 +113,8 @@ def test_a_rowwise_op_on_split_rows_rechunks_and_explain_says_why():
     f = fbd.jit(softmax)
     x = da.from_array(X, chunks=(512, 32))
     text = f.explain(x)
-    assert ("rechunk x along axis [1]: [4] chunk(s) -> [1]: prim.reduce_max along axes [1] needs whole rows "
-            "(its result is broadcast back along a reduced axis)") in text
+    assert ("rechunk x along axis [1]: [4] chunk(s) -> [1]: prim.reduce_max along axes [1] needs whole rows: "
+            "each chunk must hold the whole reduced axis, since its result is broadcast back along it") in text
     out = f(x)
     assert out.chunks == ((512,) * 4, (128,))
     np.testing.assert_allclose(out.compute(), softmax(X), rtol=1e-5, atol=1e-7)
@@ -154,3 +154,41 @@ def test_a_non_array_argument_is_a_clear_error():
     f = fbd.jit(lambda x, s: x * s)
     with pytest.raises(FusebindValueError, match=r"argument #1 is a float; pass dask or numpy arrays"):
         f(da.from_array(X, chunks=(512, 128)), 2.0)
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("var", lambda x: x.var(axis=0)),
+    ("std", lambda x: x.std(axis=0)),
+    ("centered mean", lambda x: ((x - x.mean(axis=0, keepdims=True)) ** 2).mean(axis=0)),
+    ("var of a fused chain, every axis", lambda x: np.tanh(x * 0.01).var()),
+])
+def test_variance_along_the_chunked_axis_uses_welford_partials_not_a_rechunk(name, fn):
+    shifted = X * 3.0 + 100.0  # a large mean: a one-pass sum of squares would lose digits
+    f = fbd.jit(fn)
+    x = da.from_array(shifted, chunks=(500, 64))  # uneven: 500 x4 and 48
+    text = f.explain(x)
+    assert "Welford partials (n, mean, M2)" in text and "no rechunk" in text
+    got = f(x).compute()
+    want = fn(shifted.astype(np.float64))
+    assert got.dtype == np.float32 and got.shape == fn(shifted).shape
+    np.testing.assert_allclose(got, want, rtol=2e-6)
+
+
+def test_a_mean_read_again_is_row_wise_and_rechunks():
+    def centre(x):
+        return x - x.mean(axis=0)
+
+    f = fbd.jit(centre)
+    x = da.from_array(X, chunks=(512, 128))
+    text = f.explain(x)
+    assert "fusebind.dask plan for 'centre'(x: float32[2048, 128] chunks [4, 1])" in text
+    assert "rechunk x along axis [0]: [4] chunk(s) -> [1]: prim.reduce_mean along axes [0] needs whole rows" in text
+    np.testing.assert_allclose(f(x).compute(), centre(X), rtol=1e-5, atol=1e-6)
+
+
+def test_a_scalar_result_feeds_the_next_kernel():
+    # regression: a 0-d block went through np.ascontiguousarray, which makes it 1-d, and no kernel fit
+    f = fbd.jit(lambda x: (x * x).sum() * 0.5 + 1.0)
+    got = f(da.from_array(X, chunks=(512, 128))).compute()
+    assert got.shape == () and got.dtype == np.float32
+    np.testing.assert_allclose(got, (X.astype(np.float64) ** 2).sum() * 0.5 + 1.0, rtol=1e-6)
