@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import secrets
 import struct
 import warnings
 from dataclasses import dataclass, field
@@ -45,6 +47,8 @@ FORMAT = 1
 #: the kernel ABI this fusebind calls kernels with (docs/KERNEL-ABI.md: v1, v2 with the status operand)
 KERNEL_ABI = 2
 _KEY = re.compile(r"[0-9a-f]{64}")
+#: this process among all others (with its pid: a forked child is another process)
+_TOKEN = secrets.token_hex(8)
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -109,11 +113,21 @@ class Payload:
     kernels: list[PortableKernel] = field(default_factory=list)
     modules: list[str] = field(default_factory=list)
     kind: str = "jit"
+    #: the process that made it (`origin()`)
+    origin: str = ""
+
+
+def origin() -> str:
+    """This process's mark in the payloads it makes: a payload read back where it was made
+    installs nothing (its kernels are bound or cached here already, and a process that only
+    round-trips its own functions keeps its object cache exactly as it was)."""
+    return f"{_TOKEN}:{os.getpid()}"
 
 
 def encode_payload(payload: Payload) -> bytes:
     """The blob of `payload` (layout in the module docstring)."""
     header = {"format": FORMAT, "kind": payload.kind, "machine": payload.machine, "modules": payload.modules,
+              "origin": payload.origin or origin(),
               "kernels": [{"key": k.key, "symbol": k.symbol, "sha256": k.sha256, "size": len(k.code)}
                           for k in payload.kernels]}
     head = json.dumps(header, sort_keys=True).encode()
@@ -155,6 +169,7 @@ def decode_payload(blob: Any) -> Payload:
         machine = {str(k): str(v) for k, v in dict(header["machine"]).items()}
         modules = [str(m) for m in header.get("modules", [])]
         kind = str(header.get("kind", "jit"))
+        made_in = str(header.get("origin", ""))
         metas = [(str(m["key"]), str(m["symbol"]), str(m["sha256"]), int(m["size"])) for m in header["kernels"]]
     except (KeyError, TypeError, ValueError) as err:
         raise _corrupt(f"its header lacks or garbles a field ({type(err).__name__}: {err})") from None
@@ -169,13 +184,14 @@ def decode_payload(blob: Any) -> Payload:
         if hashlib.sha256(code).hexdigest() != digest:
             raise _corrupt(f"the object code of kernel {symbol} (key {key[:12]}...) does not match its sha256")
         kernels.append(PortableKernel(key, symbol, code))
-    return Payload(machine, kernels, modules, kind)
+    return Payload(machine, kernels, modules, kind, made_in)
 
 
 def install_payload(payload: Payload, name: str, backend: str = DEFAULT_BACKEND) -> bool:
     """Install the payload's kernels into the object cache's portable layer when its machine
     key is this machine's (True); else warn once, naming what differs, and install nothing
-    (False: the function is compiled here from its module)."""
+    (False: the function is compiled here from its module). A payload made in this very
+    process installs nothing (`origin`)."""
     ours = machine_key(backend)
     diff = machine_differences(payload.machine, ours)
     if diff:
@@ -183,6 +199,8 @@ def install_payload(payload: Payload, name: str, backend: str = DEFAULT_BACKEND)
                       + "; ".join(diff) + "); they are not used, and it is compiled again here from its module",
                       MachineMismatchWarning, stacklevel=3)
         return False
+    if payload.origin == origin():
+        return True
     install_portable({k.key: CachedObject(k.symbol, k.code) for k in payload.kernels})
     return True
 

@@ -207,11 +207,19 @@ def test_a_truncated_pickle_or_payload_is_a_clear_error():
 
 
 def test_precompile_takes_specs_and_in_process_round_trip_shares_the_function():
-    """By reference in the same process: the very same object comes back; its calls keep
-    working. A spec and an array of the same shape are the same trace."""
+    """In the process that made them: by reference the very same object comes back, by value
+    a new one that binds the kernels already here; nothing goes into the portable layer. A
+    spec and an array of the same shape are the same trace."""
     f = pickle_fns.row_tanh.precompile(ArraySpec(X.shape, X.dtype), np.empty_like(X))
     traces = f.stats.traces
+    before = portable_counts()
     assert pickle.loads(pickle.dumps(f)) is f
     assert f.stats.traces == traces
+    closure = _closure()
+    closure(X)
+    again = cloudpickle.loads(cloudpickle.dumps(closure))  # by value: a new function
+    assert again is not closure and again.stats.traces == 1 and again.stats.compiles == 0
+    np.testing.assert_array_equal(again(X), closure(X))
+    assert portable_counts() == before  # read back where it was made: nothing installed
     np.testing.assert_array_equal(f(X, X), pickle_fns.row_tanh(X, X))
     np.testing.assert_allclose(f(X, X), np.tanh(X * X + 1.0).sum(axis=-1), rtol=1e-5)
