@@ -115,8 +115,54 @@ def main(mode: str, n_shapes: int, n_calls: int, budget: int) -> dict:
     return figures
 
 
+TINY_IR = """define void @tiny(ptr %p) {
+entry:
+  store i64 7, ptr %p
+  ret void
+}
+"""
+
+
+def churn(loads: int, per_engine: int) -> dict:
+    """Load and free one tiny object `loads` times (a few alive at once, as under a kernel
+    budget), each engine linking at most `per_engine` libraries: RSS kept per load."""
+    import llvmlite.binding as llvm
+
+    from fusebind.runtime import loader
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    code = llvm.Target.from_default_triple().create_target_machine().emit_object(llvm.parse_assembly(TINY_IR))
+    saved, loader.LIBRARIES_PER_ENGINE = loader.LIBRARIES_PER_ENGINE, per_engine
+    held: list = []
+    engines_before = loader.loaded_code_stats().engines  # the soaks' kernels still bound hold theirs
+
+    def cycle(n: int) -> None:
+        for _ in range(n):
+            held.append(loader.load_object(code, "tiny"))
+            if len(held) > 4:
+                held.pop(0)
+
+    try:
+        cycle(200)  # warm up the allocator and the first engines
+        gc.collect()
+        start = rss_kib()
+        t0 = time.perf_counter()
+        cycle(loads)
+        seconds = time.perf_counter() - t0
+        held.clear()
+        gc.collect()
+        return {"mode": "churn", "loads": loads, "per_engine": per_engine,
+                "kib_per_load": (rss_kib() - start) / loads, "ms_per_load": seconds / loads * 1e3,
+                "engines": loader.loaded_code_stats().engines, "engines_before": engines_before}
+    finally:
+        loader.LIBRARIES_PER_ENGINE = saved
+
+
 if __name__ == "__main__":
-    # each argument one soak, `mode:shapes:calls:budget`, run in order in this process
+    # each argument one run, in order in this process: a soak `mode:shapes:calls:budget`, or
+    # `churn:loads:libraries_per_engine`
     for spec in sys.argv[1:]:
-        mode, shapes, calls, budget = spec.split(":")
-        print(json.dumps(main(mode, int(shapes), int(calls), int(budget))), flush=True)
+        mode, *numbers = spec.split(":")
+        figures = churn(*map(int, numbers)) if mode == "churn" else main(mode, *map(int, numbers))
+        print(json.dumps(figures), flush=True)
