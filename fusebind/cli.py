@@ -298,10 +298,10 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, progress: Progress) -> in
     fmt = "dot" if args.dot or args.svg else "text"
     if args.dot and args.svg:
         raise CliError("give either --dot (print the DOT text) or --svg FILE (draw it), not both")
-    dot = _graphviz() if args.svg else None
     if is_onnx(args.file):
         if args.machine is not None:
             raise CliError("--machine applies to prim programs, not to an ONNX model")
+        dot = _graphviz() if args.svg else None
         text = explain_onnx(args, progress, fmt)
         if fmt == "dot":
             return _picture(text, args, dot, out, progress)
@@ -310,6 +310,7 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, progress: Progress) -> in
     program = load_program(args.file, args.example, args.entry)
     if args.svg and len(program.entries) > 1:
         raise CliError(f"--svg draws one function; pick it with --entry ({', '.join('@' + e for e in program.entries)})")
+    dot = _graphviz() if args.svg else None  # before anything is compiled
     pictures = []
     for entry in program.entries:
         _, arrays = entry_inputs(program, entry, args, np.random.default_rng(0), example_inputs=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
 import stat
 from pathlib import Path
 
@@ -83,6 +84,19 @@ def test_svg_renders_through_dot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     code, _, err = run_cli("explain", "--example", "chain", "--dim", "64", "--svg", str(target), "-q")
     assert code == 2 and err == (f"fusebind: error: Graphviz's dot could not write '{target}': "
                                  "Error: syntax error in line 1\n")
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed (apt install graphviz)")
+def test_svg_with_graphviz_parses_our_dot(tmp_path: Path) -> None:
+    target = tmp_path / "chain.svg"
+    code, _, err = run_cli("explain", "--example", "chain", "--dim", "64", "--svg", str(target), "-q")
+    assert code == 0, err
+    assert "<svg" in target.read_text() and "cluster_region_0" in target.read_text()
+
+
+def test_svg_draws_one_function() -> None:
+    code, _, err = run_cli("explain", str(REPO / "examples" / "chain.mlir"), "--svg", "x.svg", "-q")
+    assert code == 2 and err.startswith("fusebind: error: --svg draws one function; pick it with --entry (@")
 
 
 def test_run_profile_prints_a_row_per_step() -> None:
