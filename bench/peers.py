@@ -101,6 +101,9 @@ def numexpr_candidate(w: Workload, xs: Sequence[np.ndarray], out: np.ndarray) ->
 def _numba_jit(py_func: Callable[..., None], parallel: bool) -> Any:
     import numba
 
+    from bench import workloads
+
+    workloads.prange = numba.prange  # the kernels' `prange` global, read by numba at compile time
     return numba.njit(parallel=parallel, fastmath=True, cache=False)(py_func)
 
 
@@ -117,9 +120,10 @@ def numba_status() -> str | None:
 
 
 def numba_candidate(w: Workload, xs: Sequence[np.ndarray], out: np.ndarray, *, parallel: bool = False,
-                    jit: bool = True) -> Built:
-    """numba's kernel for `w`; `jit=False` runs the same kernel as plain Python (tests: its math, no compile)."""
-    name = "numba ×2" if parallel else "numba"
+                    jit: bool = True, threads: int | None = 2) -> Built:
+    """numba's kernel for `w`; `jit=False` runs the same kernel as plain Python (tests: its math, no compile).
+    `parallel` runs it with prange on `threads` threads (None: numba's default, every core)."""
+    name = ("numba parallel" if threads is None else f"numba ×{threads}") if parallel else "numba"
     if not jit and w.numba is not None:
         py = w.numba
 
@@ -141,11 +145,13 @@ def numba_candidate(w: Workload, xs: Sequence[np.ndarray], out: np.ndarray, *, p
         return Unavailable(name, _why(exc))
 
     if parallel:
+        n_threads = numba.config.NUMBA_NUM_THREADS if threads is None else threads
+
         def run() -> np.ndarray:
-            numba.set_num_threads(2)
+            numba.set_num_threads(n_threads)
             k(out, *xs)
             return out
-        return Candidate(name, run, "parallel=True, prange, 2 threads, fastmath")
+        return Candidate(name, run, f"parallel=True, prange, {n_threads} threads, fastmath")
 
     def run1() -> np.ndarray:
         k(out, *xs)
@@ -236,10 +242,11 @@ def fusebind_status() -> str | None:
     """None if `fusebind.jit` is importable, else why the fusebind column is empty."""
     try:
         import fusebind as fb
-    except Exception as exc:
+
+        if not hasattr(fb, "jit"):  # the root imports fusebind.api lazily, on this first attribute
+            return "fusebind.jit is not exported yet"
+    except Exception as exc:  # a broken tree (SyntaxError in the lazy import too): a reason, not a crash
         return _why(exc)
-    if not hasattr(fb, "jit"):
-        return "fusebind.jit is not exported yet"
     return None
 
 
@@ -249,10 +256,11 @@ def _arity_wrapper(fn: Callable[..., Any], ops: Any, names: Sequence[str]) -> Ca
     return eval(f"lambda {params}: fn(ops, {params})", {"fn": fn, "ops": ops})  # noqa: S307 - fixed names
 
 
-def fusebind_candidate(w: Workload, xs: Sequence[np.ndarray], *, threads: int = 1) -> Built:
+def fusebind_candidate(w: Workload, xs: Sequence[np.ndarray], *, threads: int | None = 1) -> Built:
     """The public API. Single-thread by default, so it answers the single-thread
-    targets; `threads=2` is the API's own threaded split (the two-thread table)."""
-    name = "fusebind" if threads == 1 else f"fusebind ×{threads}"
+    targets; `threads=2` is the API's own threaded split (the two-thread table);
+    `threads=None` is its default (every core in the affinity mask: the all-core tables)."""
+    name = "fusebind" if threads in (1, None) else f"fusebind ×{threads}"
     why = fusebind_status()
     if why is not None:
         return Unavailable(name, why)
@@ -413,6 +421,34 @@ def fb_block_candidate(w: Workload, xs: Sequence[np.ndarray], out: np.ndarray) -
                 c_res()
                 return out
             return Candidate(name, run, "layer_norm kernel, BLAS, bias+gelu in place, BLAS, bias+residual kernel")
+        if w.group == "swiglu":
+            x, w1, w3, w2 = xs
+            a = np.empty((x.shape[0], w1.shape[1]), F32)
+            b = np.empty_like(a)
+            glu = _epilogue(lambda ops, aa, bb: aa * ops.sigmoid(aa) * bb, [a.shape, b.shape]).bind(a, b, a)
+
+            def run_glu() -> np.ndarray:
+                np.matmul(x, w1, out=a)
+                np.matmul(x, w3, out=b)
+                glu()
+                np.matmul(a, w2, out=out)
+                return out
+            return Candidate(name, run_glu, "BLAS, BLAS, silu(a)*b kernel in place, BLAS")
+        if w.group == "mha":
+            if "causal" in w.name:
+                return Unavailable(name, "no lowering-direct version of the causal mask (the API row has it)")
+            q, k, v = xs
+            s4 = np.empty((*q.shape[:-1], k.shape[-2]), F32)
+            p4 = np.empty_like(s4)
+            sm4 = _epilogue(lambda ops, a: ops.softmax(a * (1.0 / 8.0), axis=-1), [s4.shape]).bind(s4, p4)
+            kt4 = np.ascontiguousarray(np.swapaxes(k, -1, -2))
+
+            def run_mha() -> np.ndarray:
+                np.matmul(q, kt4, out=s4)
+                sm4()
+                np.matmul(p4, v, out=out)
+                return out
+            return Candidate(name, run_mha, "batched BLAS (np.matmul), scaled-softmax kernel, batched BLAS")
         q, k, v = xs
         s = np.empty((q.shape[0], k.shape[0]), F32)
         p = np.empty_like(s)

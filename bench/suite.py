@@ -18,10 +18,16 @@ to one thread; numba's single-thread kernel is compiled without `parallel`.
 
 from __future__ import annotations
 
+import os
+
+if os.environ.get(PIN_ENV := "FB_BENCH_PIN_CORE"):  # the one-core child: pinned before numpy/BLAS/jax/torch
+    os.sched_setaffinity(0, {int(os.environ[PIN_ENV])})  # start a thread, so every thread inherits the mask
+
 import argparse
+import dataclasses
 import fnmatch
 import json
-import os
+import math
 import subprocess
 import sys
 import tempfile
@@ -38,6 +44,7 @@ if __package__ in (None, ""):  # `python bench/suite.py`: make `bench` importabl
 import numpy as np
 
 from bench import peers
+from bench.bench_compile import child_env, first_call_summary, run_child, run_compile, run_first_calls
 from bench.timing import environment_header, fmt_ratio, fmt_time, markdown_table, measure_interleaved
 from bench.workloads import WORKLOADS, Workload, prim_func_text, workload
 
@@ -85,6 +92,8 @@ class Row:
     median: float | None = None
     check: str = ""
     note: str = ""
+    #: "1": the one-core table (the child pinned to one core); "all": every peer at its default threads
+    cores: str = "1"
 
 
 @dataclass
@@ -92,9 +101,10 @@ class Results:
     rows: list[Row] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def get(self, workload_name: str, size: str, name: str) -> Row | None:
+    def get(self, workload_name: str, size: str, name: str, cores: str = "1") -> Row | None:
         for r in self.rows:
-            if r.workload == workload_name and r.size == size and r.name == name and r.min is not None:
+            if (r.workload == workload_name and r.size == size and r.name == name and r.min is not None
+                    and r.cores == cores):
                 return r
         return None
 
@@ -163,21 +173,38 @@ def measure(built: Sequence[peers.Built], ref: np.ndarray, w: Workload, size: st
 
 
 def candidates_for(w: Workload, xs: list[np.ndarray], out: np.ndarray, *, with_sol: bool = True,
-                   numba_jit: bool = True) -> list[peers.Built]:
-    """Every candidate for one workload size (SOL kernels only if `with_sol` and the workload has a SOL;
-    `numba_jit=False` interprets the numba kernel, for correctness tests without compile time)."""
+                   numba_jit: bool = True, cores: str = "1", compilers: bool = True,
+                   torch_compile: bool = True) -> list[peers.Built]:
+    """Every candidate for one workload size.
+
+    cores="1": the one-core table (SOL kernels if `with_sol` and the workload has one, ORT at one
+    thread, fusebind at threads=1); cores="all": every peer at its default threads (numba parallel,
+    ORT default, fusebind's default). `compilers` adds the jax.jit and torch.compile columns;
+    `numba_jit=False` interprets the numba kernel and `torch_compile=False` runs torch eagerly (correctness
+    tests without compile time).
+    """
+    one = cores == "1"
     built: list[peers.Built] = [peers.numpy_candidate(w, xs), peers.numpy_out_candidate(w, xs, out)]
     if w.group in ("matmul",):
-        built += [peers.blas_alone_candidate(xs, out), peers.fb_blas_epilogue_candidate(w, xs, out)]
-    elif w.group in ("mlp", "attention"):
-        built += [peers.fb_block_candidate(w, xs, out)]
+        if one:
+            built += [peers.blas_alone_candidate(xs, out), peers.fb_blas_epilogue_candidate(w, xs, out)]
+    elif w.group in ("mlp", "attention", "swiglu", "mha"):
+        if one:
+            built += [peers.fb_block_candidate(w, xs, out)]
     else:
-        built += [peers.numexpr_candidate(w, xs, out), peers.numba_candidate(w, xs, out, jit=numba_jit),
-                  peers.fb_kernel_candidate(w, xs, out)]
-        if w.has_sol and with_sol:
-            built += peers.sol_candidates(w, xs, out)
-    built += [peers.onnxruntime_candidate(w, xs, threads=1), peers.onnxruntime_candidate(w, xs, threads=0),
-              peers.fusebind_candidate(w, xs)]
+        built += [peers.numexpr_candidate(w, xs, out),
+                  peers.numba_candidate(w, xs, out, jit=numba_jit, parallel=not one, threads=None)]
+        if one:
+            built += [peers.fb_kernel_candidate(w, xs, out)]
+            if w.has_sol and with_sol:
+                built += peers.sol_candidates(w, xs, out)
+    built += [peers.onnxruntime_candidate(w, xs, threads=1 if one else 0)]
+    if compilers:
+        from bench.peers_jax import jax_candidate
+        from bench.peers_torch import torch_candidate
+
+        built += [jax_candidate(w, xs), torch_candidate(w, xs, compile=torch_compile)]
+    built += [peers.fusebind_candidate(w, xs, threads=1 if one else None)]
     return built
 
 
@@ -210,25 +237,89 @@ def workload_table(w: Workload, rows: list[Row]) -> str:
     return markdown_table(headers, out)
 
 
-def run_workloads(cfg: Config, res: Results, out_md: list[str]) -> None:
+def measure_workloads(cfg: Config, cores: str) -> list[Row]:
+    """Every selected workload x size x candidate, in this process (a child: pinned when cores="1")."""
+    rows: list[Row] = []
     for w in WORKLOADS:
         if not cfg.selected(w.name, w.group):
             continue
-        rows: list[Row] = []
         for size in cfg.sizes(w):
             xs = w.inputs(size)
             ref = w.reference(*xs)
             out = np.empty(ref.shape, np.float32)
-            with single_thread_peers():
-                built = candidates_for(w, xs, out)
-                rows += measure(built, ref, w, size, cfg, out)
-            print(f"  {w.name} {size}: " + ", ".join(f"{r.name} {fmt_time(r.min)}" for r in rows if r.size == size),
-                  flush=True)
+            with single_thread_peers() if cores == "1" else ExitStack():
+                built = candidates_for(w, xs, out, cores=cores)
+                got = measure(built, ref, w, size, cfg, out)
+            for r in got:
+                r.cores = cores
+            rows += got
+            print(f"  [{cores} core{'s' if cores == 'all' else ''}] {w.name} {size}: "
+                  + ", ".join(f"{r.name} {fmt_time(r.min)}" for r in got), flush=True)
+    return rows
+
+
+def pin_core() -> int:
+    """The core the one-core child is pinned to: the last in this process's affinity mask."""
+    return max(os.sched_getaffinity(0))
+
+
+def workload_rows_in_child(cfg: Config, cores: str) -> tuple[list[Row], dict[str, Any]]:
+    """Run `measure_workloads` in a fresh child: pinned to `pin_core()` from its first line when cores="1"
+    (thread flags are not honoured by every peer: XLA uses every core it may run on), at the defaults
+    otherwise. Returns its rows and what it saw (affinity, thread counts)."""
+    with tempfile.TemporaryDirectory(prefix="fb-suite-rows-") as tmp:
+        path = Path(tmp) / "rows.json"
+        cmd = [sys.executable, "-m", "bench.suite", "--workloads-child", cores, "--rows-out", str(path)]
+        cmd += ["--quick"] if cfg.quick else []
+        cmd += ["--only", cfg.only] if cfg.only else []
+        env = child_env({PIN_ENV: str(pin_core())} if cores == "1" else None)
+        if cores != "1":
+            env.pop(PIN_ENV, None)
+        code = subprocess.call(cmd, env=env, cwd=str(Path(__file__).resolve().parent.parent))
+        if code != 0 or not path.exists():
+            raise RuntimeError(f"the {cores}-core workload child failed (exit {code})")
+        data = json.loads(path.read_text(encoding="utf-8"))
+    return [Row(**r) for r in data["rows"]], data["seen"]
+
+
+def run_workloads(cfg: Config, res: Results, out_md: list[str]) -> None:
+    selected = [w for w in WORKLOADS if cfg.selected(w.name, w.group)]
+    if not selected:
+        return
+    seen: dict[str, dict[str, Any]] = {}
+    for cores in ("1", "all"):
+        rows, seen[cores] = workload_rows_in_child(cfg, cores)
         res.rows += rows
+    res.extra["workload_children"] = seen
+    out_md += ["### How the workload tables were run", "",
+               f"One core: a child process pinned with `os.sched_setaffinity` to core {seen['1'].get('affinity')} "
+               "before numpy, BLAS, jax or torch start a thread (XLA does not honour its one-thread flags); BLAS "
+               "and numexpr are also limited to one thread. All cores: a second child, every peer at its default "
+               f"(affinity {seen['all'].get('affinity')}; numba parallel, ORT default threads, fusebind's default "
+               "threads). jax.jit: XLA CPU, device-resident inputs, `block_until_ready`. torch.compile: Inductor "
+               "default mode, `dynamic=False` per size, `torch.from_numpy` views, `torch.inference_mode()`.", ""]
+    for w in selected:
         sol_note = ("SOL = the faster of np.copyto and a numba loop with the same full-size reads and one write"
                     if w.has_sol else "ratio column: time / np.matmul alone" if w.group == "matmul" else "")
-        out_md += [f"### {w.name} ({w.group})", "", (w.note + ". " if w.note else "") + sol_note, "",
-                   workload_table(w, rows), ""]
+        out_md += [f"### {w.name} ({w.group})", "", (w.note + ". " if w.note else "") + sol_note, ""]
+        for cores, title in (("1", "One core"), ("all", "All cores")):
+            rows = [r for r in res.rows if r.workload == w.name and r.cores == cores]
+            if rows:
+                out_md += [f"**{title}**", "", workload_table(w, rows), ""]
+
+
+def workloads_child_main(cfg: Config, cores: str, rows_out: Path) -> int:
+    """The `--workloads-child` entry: measure, then write the rows and what this process saw as JSON."""
+    rows = measure_workloads(cfg, cores)
+    seen: dict[str, Any] = {"affinity": sorted(os.sched_getaffinity(0))}
+    try:
+        import torch
+
+        seen["torch_threads"] = torch.get_num_threads()
+    except ImportError:
+        pass
+    rows_out.write_text(json.dumps({"rows": [dataclasses.asdict(r) for r in rows], "seen": seen}), encoding="utf-8")
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,175 +409,6 @@ def run_call_overhead(cfg: Config, res: Results, out_md: list[str]) -> None:
 
 # ---------------------------------------------------------------------------------------------
 
-_CACHE_CHILD = r"""
-import json, sys, time
-t_start = time.perf_counter()
-import numpy as np
-from bench.workloads import workload, prim_func_text
-from fusebind.dialect import parse_module
-from fusebind.lowering import ObjectCache, build_object, emit_linalg, kernel_signature
-from fusebind.lowering.build import default_fastmath
-from fusebind.runtime.kernel import Kernel
-from fusebind.runtime.dtypes import descriptor_for
-t_imports = time.perf_counter() - t_start
-cache = ObjectCache(__import__("pathlib").Path(sys.argv[1]))
-out = {"imports_s": t_imports, "kernels": []}
-for name, size in json.loads(sys.argv[2]):
-    w = workload(name)
-    xs = w.inputs(size)
-    text = prim_func_text(w.fn, [x.shape for x in xs])
-    t0 = time.perf_counter()
-    fm = default_fastmath()
-    em = emit_linalg(next(iter(parse_module(text).ops)), "k", fastmath=fm[0], fastmath_defs=fm[1])
-    t1 = time.perf_counter()
-    built = build_object(em, cache=cache, key_parts={"bench": text})
-    k = Kernel.from_object(built.object_code, built.symbol, signature=kernel_signature(em.inputs, em.outputs))
-    t2 = time.perf_counter()
-    y = np.empty(w.reference(*xs).shape, np.float32)
-    k(*(descriptor_for(x) for x in xs), descriptor_for(y))
-    ok = bool(np.allclose(y, w.reference(*xs), rtol=w.rtol, atol=w.atol))
-    out["kernels"].append({"name": name, "size": size, "emit_s": t1 - t0, "hit_load_s": t2 - t1,
-                           "from_cache": built.from_cache, "correct": ok})
-out["mlir_imported"] = "mlir" in sys.modules
-print(json.dumps(out))
-"""
-
-_FB_CACHE_CHILD = r"""
-import json, sys, time
-import numpy as np
-t0 = time.perf_counter()
-import fusebind as fb
-t1 = time.perf_counter()
-from bench.workloads import workload
-from bench.peers import _arity_wrapper
-w = workload(sys.argv[1]); xs = w.inputs(sys.argv[2])
-f = fb.jit(_arity_wrapper(w.fn, fb, w.args))
-t2 = time.perf_counter()
-y = f(*xs)
-t3 = time.perf_counter()
-print(json.dumps({"import_s": t1 - t0, "first_call_s": t3 - t2, "mlir_imported": "mlir" in sys.modules,
-                  "correct": bool(np.allclose(y, w.reference(*xs), rtol=w.rtol, atol=w.atol))}))
-"""
-
-
-def _child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in REMOVED_ENV}
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.update(extra or {})
-    return env
-
-
-def _run_child(code: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env or _child_env(),
-                          timeout=600)
-    if proc.returncode != 0:
-        raise RuntimeError(f"child failed ({proc.returncode}): {proc.stderr.strip()[-400:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def run_compile(cfg: Config, res: Results, out_md: list[str]) -> None:
-    if not cfg.selected("compile", "cache"):
-        return
-    from fusebind.lowering import ObjectCache, build_object, emit_linalg, kernel_signature
-    from fusebind.lowering.build import default_fastmath
-    from fusebind.dialect import parse_module
-    from fusebind.runtime.kernel import Kernel
-
-    kernels = [("relu(a*b+c)", "1e5", "elementwise"), ("softmax(x, -1)", "128x1024", "row reduction"),
-               ("layer_norm(x, w, b)", "128x1024", "row reduction")]
-    reps = 3 if cfg.quick else 7
-    table = []
-    with tempfile.TemporaryDirectory(prefix="fb-bench-cache-") as cache_dir:
-        cache = ObjectCache(Path(cache_dir))
-        for name, size, kind in kernels:
-            w = workload(name)
-            text = prim_func_text(w.fn, w.sizes[size])
-            fm = default_fastmath()
-            totals, stages = [], []
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                em = emit_linalg(next(iter(parse_module(text).ops)), "k", fastmath=fm[0] if fm else None,
-                                 fastmath_defs=fm[1] if fm else None)
-                t1 = time.perf_counter()
-                built = build_object(em, cache=ObjectCache(None))
-                k = Kernel.from_object(built.object_code, built.symbol,
-                                       signature=kernel_signature(em.inputs, em.outputs))
-                totals.append(time.perf_counter() - t0)
-                stages.append({"emit": t1 - t0, **built.timings})
-                del k
-            build_object(em, cache=cache, key_parts={"bench": text})  # seed the new-process cache
-            best = min(range(reps), key=lambda i: totals[i])
-            res.extra[f"compile:{kind}:{name}"] = min(totals)
-            table.append((name, size, kind, fmt_time(min(totals)), fmt_time(sorted(totals)[reps // 2]),
-                          ", ".join(f"{k} {fmt_time(v)}" for k, v in stages[best].items())))
-        numba_times = _numba_first_calls(reps)
-        if numba_times:
-            table.append(("numba first call (relu chain)", "1e5", "peer", fmt_time(min(numba_times)),
-                          fmt_time(sorted(numba_times)[len(numba_times) // 2]), "njit compile + first call, new func"))
-        mlir_import = _run_child("import time; t=time.perf_counter(); import mlir.ir; "
-                                 "print(__import__('json').dumps({'s': time.perf_counter()-t}))")["s"]
-        out_md += ["### Compile latency: prim MLIR text → callable (in process, cache off)", "",
-                   f"Parse + emit linalg + upstream MLIR passes + LLVM IR + llvmlite O3/codegen + JIT link; "
-                   f"{reps} repetitions after the first compile of the run (imports excluded: `import mlir.ir` "
-                   f"alone takes {fmt_time(mlir_import)} in a new process).", "",
-                   markdown_table(["kernel", "size", "kind", "min", "median", "stages of the fastest"], table), ""]
-        # New process, cache hit.
-        try:
-            child = _run_child(_CACHE_CHILD, cache_dir, json.dumps([[n, s] for n, s, _ in kernels]))
-        except Exception as exc:
-            out_md += [f"Cache hit in a new process: failed ({exc})", ""]
-            return
-        rows = []
-        for kinfo in child["kernels"]:
-            rows.append((kinfo["name"], kinfo["size"], fmt_time(kinfo["emit_s"]), fmt_time(kinfo["hit_load_s"]),
-                         "hit" if kinfo["from_cache"] else "MISS", "✓" if kinfo["correct"] else "✗"))
-        hits = [k["hit_load_s"] for k in child["kernels"] if k["from_cache"] and k["correct"]]
-        res.extra["cache:mlir_imported"] = child["mlir_imported"]
-        if hits:
-            res.extra["cache:max_hit_s"] = max(hits)
-            res.extra["cache:max_hit_after_first_s"] = max(hits[1:]) if len(hits) > 1 else hits[0]
-        fb_line = ""
-        if peers.fusebind_status() is None:
-            try:
-                fbc = _run_child(_FB_CACHE_CHILD, "relu(a*b+c)", "1e5")  # cache filled by the workload runs
-                res.extra["cache:fb_first_call_s"] = fbc["first_call_s"]
-                res.extra["cache:fb_mlir_imported"] = fbc["mlir_imported"]
-                fb_line = (f"The public API in a new process (default cache, filled earlier in this run): "
-                           f"`import fusebind` {fmt_time(fbc['import_s'])}, first call of `fb.jit(relu chain)` "
-                           f"(1e5) {fmt_time(fbc['first_call_s'])}, `mlir` imported: {fbc['mlir_imported']}, "
-                           f"result {'✓' if fbc['correct'] else '✗'}.")
-            except Exception as exc:
-                fb_line = f"The public API in a new process: failed ({str(exc)[:200]})."
-        out_md += ["### Cache hit in a new process", "",
-                   f"A fresh `python` process (imports took {fmt_time(child['imports_s'])}, llvmlite included "
-                   f"lazily in the first hit) re-emits each kernel's text with xDSL (`emit`) and then looks it "
-                   f"up in the object cache and JIT-links it (`hit + load`, the ≤ 3 ms target). "
-                   f"`'mlir' in sys.modules` at the end: **{child['mlir_imported']}**.", "",
-                   markdown_table(["kernel", "size", "emit (xDSL)", "hit + load", "cache", "check"], rows), "",
-                   fb_line, ""]
-
-
-def _numba_first_calls(reps: int) -> list[float]:
-    if peers.numba_status() is not None:
-        return []
-    import numba
-
-    a = np.ones(100_000, np.float32)
-    times = []
-    for i in range(reps):
-        src = (f"def f(out, a, b, c):\n    for j in range(out.shape[0]):\n"
-               f"        v = a[j] * b[j] + c[j] + {i}.0\n        out[j] = v if v > 0 else 0.0\n")
-        scope: dict[str, Any] = {}
-        exec(src, scope)  # a new function each time: no numba cache can serve it
-        t0 = time.perf_counter()
-        numba.njit(fastmath=True)(scope["f"])(a.copy(), a, a, a)
-        times.append(time.perf_counter() - t0)
-    return times
-
-
-# ---------------------------------------------------------------------------------------------
-
 _MEM_CHILD = r"""
 import json, resource, sys, tracemalloc
 import numpy as np
@@ -523,7 +445,7 @@ def run_temporaries(cfg: Config, res: Results, out_md: list[str]) -> None:
     table = []
     for name in names:
         try:
-            r = _run_child(_MEM_CHILD, name, size)
+            r = run_child(_MEM_CHILD, name, size)
         except Exception as exc:
             table.append((name, f"failed: {str(exc)[:120]}", "", ""))
             continue
@@ -631,8 +553,44 @@ def summary(res: Results) -> str:
         return max(peak - alloc_out, rss - alloc_out, 0) / 2**20
     add("temporaries (relu chain)", "extra memory beyond inputs+output ≈ 0 MiB (≤ 1 MiB)", extra_mem,
         lambda v: v <= 1.0, lambda v: "—" if v is None else f"{v:.1f} MiB")
+    rows += first_call_summary(res)
     return markdown_table(["target", "criterion", "fusebind (API)", "fb-kernel (lowering)", "met? (API / kernel)"],
                           rows)
+
+
+#: The peers of the "Peers ÷ fusebind" summary, per table (one core, all cores).
+SUMMARY_PEERS = {"1": ("numpy", "numpy out=", "numexpr", "numba", "ORT 1t", "XLA (jax.jit)",
+                       "Inductor (torch.compile)"),
+                 "all": ("numpy", "numpy out=", "numexpr", "numba parallel", "ORT default", "XLA (jax.jit)",
+                         "Inductor (torch.compile)")}
+
+
+def peer_ratios(res: Results, peer: str, cores: str) -> list[tuple[str, float]]:
+    """(workload size, peer time ÷ fusebind time) wherever both were measured and checked ✓."""
+    out = []
+    for r in res.rows:
+        if r.cores != cores or r.name != "fusebind" or r.min is None or r.check != "✓":
+            continue
+        p = res.get(r.workload, r.size, peer, cores)
+        if p is not None and p.check == "✓" and p.min:
+            out.append((f"{r.workload} {r.size}", p.min / r.min))
+    return out
+
+
+def peer_summary(res: Results) -> str:
+    """Per peer and table: the geomean of peer/fusebind over the workload sizes, and the minimum (where)."""
+    rows = []
+    for cores, title in (("1", "one core"), ("all", "all cores")):
+        for peer in SUMMARY_PEERS[cores]:
+            rs = peer_ratios(res, peer, cores)
+            if not rs:
+                rows.append((title, peer, "—", "—", "", 0))
+                continue
+            geo = math.exp(sum(math.log(v) for _, v in rs) / len(rs))
+            where, low = min(rs, key=lambda t: t[1])
+            res.extra[f"peers:{cores}:{peer}"] = (geo, low, where)
+            rows.append((title, peer, fmt_ratio(geo), fmt_ratio(low), where, len(rs)))
+    return markdown_table(["table", "peer", "geomean peer ÷ fusebind", "minimum", "minimum at", "sizes"], rows)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -662,6 +620,8 @@ def run_suite(cfg: Config, command: str, parent_env: dict[str, str | None]) -> s
     run_call_overhead(cfg, res, md)
     print("compile latency and cache …", flush=True)
     run_compile(cfg, res, md)
+    print("first calls (API) against jax.jit …", flush=True)
+    run_first_calls(cfg, res, md)
     print("temporaries …", flush=True)
     run_temporaries(cfg, res, md)
     elapsed = time.perf_counter() - t0
@@ -677,7 +637,9 @@ def run_suite(cfg: Config, command: str, parent_env: dict[str, str | None]) -> s
               "Candidates: **fusebind** = the public API `fb.jit(fn)(*arrays)`; **fb-kernel** = the same math "
               "traced to prim MLIR and compiled by `fusebind.lowering`, called through ctypes with descriptors "
               "built once (the generated code without the API in front of it).", ""]
-    summ = ["### Summary against PERFORMANCE.md targets", "", summary(res), ""]
+    summ = ["### Summary against PERFORMANCE.md targets", "", summary(res), "",
+            "### Peers ÷ fusebind (each workload size where both results are ✓; > 1: fusebind is faster)", "",
+            peer_summary(res), ""]
     return "\n".join(header + summ + md)
 
 
@@ -688,16 +650,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
                     help="results file; the suite replaces its block between the suite markers")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--workloads-child", choices=("1", "all"), help=argparse.SUPPRESS)
+    ap.add_argument("--rows-out", help=argparse.SUPPRESS)
     ap.add_argument("--parent-env", default="{}", help=argparse.SUPPRESS)
     ap.add_argument("--command", default="python -m bench.suite", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     argv_list = list(sys.argv[1:] if argv is None else argv)
+    if args.workloads_child:
+        return workloads_child_main(Config(quick=args.quick, only=args.only), args.workloads_child,
+                                    Path(args.rows_out))
     if not args.child:
         parent_env = {k: os.environ.get(k) for k in REMOVED_ENV}
         shown = " ".join(["python -m bench.suite", *argv_list])
         cmd = [sys.executable, "-m", "bench.suite", *argv_list, "--child", "--parent-env", json.dumps(parent_env),
                "--command", shown]
-        return subprocess.call(cmd, env=_child_env(), cwd=str(Path(__file__).resolve().parent.parent))
+        return subprocess.call(cmd, env=child_env(), cwd=str(Path(__file__).resolve().parent.parent))
     cfg = Config(quick=args.quick, only=args.only)
     block = run_suite(cfg, args.command, json.loads(args.parent_env))
     print(block)

@@ -25,10 +25,15 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-try:  # numba kernels need numba's prange at definition time; without numba they are never compiled
-    from numba import prange
-except ImportError:  # pragma: no cover - the suite reports numba as unavailable
-    prange = range
+
+def prange(*args: int) -> range:
+    """`range` until peers.py jits a numba kernel: it then rebinds this module's `prange` to numba's.
+
+    numba reads a kernel's globals when it compiles it, not when it is defined, so importing the
+    workloads does not import numba (a child process that times `import fusebind` stays clean).
+    """
+    return range(*args)
+
 
 F32 = np.float32
 GELU_C = 0.7978845608028654  # sqrt(2/pi)
@@ -41,8 +46,14 @@ LN_EPS = 1e-5
 class NumpyOps:
     """`ops` for the numpy reference: plain float32 numpy (NEP 50 keeps Python floats f32)."""
 
-    exp, log, sqrt, tanh, matmul, maximum, minimum, where = (np.exp, np.log, np.sqrt, np.tanh, np.matmul,
-                                                             np.maximum, np.minimum, np.where)
+    exp, log, sqrt, tanh, matmul, maximum, minimum = (np.exp, np.log, np.sqrt, np.tanh, np.matmul, np.maximum,
+                                                      np.minimum)
+    # numpy functions (unlike ufuncs) would bind as methods of the namespace
+    where, swapaxes, arange = staticmethod(np.where), staticmethod(np.swapaxes), staticmethod(np.arange)
+
+    @staticmethod
+    def mean(x: np.ndarray, axis: int = -1, keepdims: bool = False) -> np.ndarray:
+        return x.mean(axis=axis, keepdims=keepdims)
 
     @staticmethod
     def relu(x: np.ndarray) -> np.ndarray:
@@ -215,6 +226,9 @@ class PrimOps:
     def maximum(self, a: PrimValue, b: Any) -> PrimValue:
         return a.fn.binary("max", a, a.fn.lift(b))
 
+    def mean(self, x: PrimValue, axis: int = -1, keepdims: bool = False) -> PrimValue:
+        return x.mean(axis=axis, keepdims=keepdims)
+
     def gelu(self, x: PrimValue) -> PrimValue:
         return _gelu_generic(self, x)
 
@@ -339,6 +353,31 @@ def attention_block(ops: Any, q: Any, k: Any, v: Any) -> Any:
     return ops.matmul(ops.softmax(ops.matmul(q, k.T) * (1.0 / 8.0), axis=-1), v)  # head dim 64: 1/sqrt(64)
 
 
+RMS_EPS = 1e-6
+
+
+def rms_norm_rows(ops: Any, x: Any, w: Any) -> Any:
+    return x / ops.sqrt(ops.mean(x * x, axis=-1, keepdims=True) + RMS_EPS) * w
+
+
+def swiglu_block(ops: Any, x: Any, w1: Any, w3: Any, w2: Any) -> Any:
+    a = ops.matmul(x, w1)
+    return ops.matmul(a * ops.sigmoid(a) * ops.matmul(x, w3), w2)
+
+
+def mha(ops: Any, q: Any, k: Any, v: Any) -> Any:
+    """Multi-head attention over (batch, heads, S, d=64): softmax(q@kᵀ/8)@v."""
+    return ops.matmul(ops.softmax(ops.matmul(q, ops.swapaxes(k, -1, -2)) * (1.0 / 8.0), axis=-1), v)
+
+
+def causal_mha(ops: Any, q: Any, k: Any, v: Any) -> Any:
+    """`mha` with key j > query i masked out (-inf before the softmax); the mask is built in the program."""
+    s = ops.matmul(q, ops.swapaxes(k, -1, -2)) * (1.0 / 8.0)
+    n = q.shape[-2]
+    s = ops.where(ops.arange(n)[None, :] <= ops.arange(n)[:, None], s, -math.inf)
+    return ops.matmul(ops.softmax(s, axis=-1), v)
+
+
 # ---------------------------------------------------------------------------------------------
 # numpy with out= (the best a careful numpy user writes).
 
@@ -449,6 +488,17 @@ def nb_layer_norm(out: Any, x: Any, w: Any, b: Any) -> None:
             out[r, j] = (x[r, j] - m) * inv * w[j] + b[j]
 
 
+def nb_rms_norm(out: Any, x: Any, w: Any) -> None:
+    n = x.shape[1]
+    for r in prange(x.shape[0]):
+        q = F32(0)
+        for j in range(n):
+            q += x[r, j] * x[r, j]
+        inv = F32(1) / math.sqrt(q / F32(n) + F32(RMS_EPS))
+        for j in range(n):
+            out[r, j] = x[r, j] * inv * w[j]
+
+
 # ---------------------------------------------------------------------------------------------
 # ONNX graphs (onnx.helper; opset 20 for Gelu(approximate="tanh")).
 
@@ -536,6 +586,44 @@ def onnx_attention(shapes: tuple[Shape, ...]) -> Any:
     return _onnx_model(nodes, ("q", "k", "v"), shapes, shapes[0], [_scalar("scale", 1.0 / 8.0)])
 
 
+def onnx_rms_norm(shapes: tuple[Shape, ...]) -> Any:
+    from onnx import helper, numpy_helper
+
+    axes = numpy_helper.from_array(np.array([-1], dtype=np.int64), "axes")
+    nodes = [helper.make_node("Mul", ["x", "x"], ["xx"]), helper.make_node("ReduceMean", ["xx", "axes"], ["ms"]),
+             helper.make_node("Add", ["ms", "eps"], ["mse"]), helper.make_node("Sqrt", ["mse"], ["r"]),
+             helper.make_node("Div", ["x", "r"], ["n"]), helper.make_node("Mul", ["n", "w"], ["y"])]
+    return _onnx_model(nodes, ("x", "w"), shapes, shapes[0], [axes, _scalar("eps", RMS_EPS)])
+
+
+def onnx_swiglu(shapes: tuple[Shape, ...]) -> Any:
+    from onnx import helper
+
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"]), helper.make_node("Sigmoid", ["a"], ["sa"]),
+             helper.make_node("Mul", ["a", "sa"], ["silu"]), helper.make_node("MatMul", ["x", "w3"], ["b"]),
+             helper.make_node("Mul", ["silu", "b"], ["h"]), helper.make_node("MatMul", ["h", "w2"], ["y"])]
+    return _onnx_model(nodes, ("x", "w1", "w3", "w2"), shapes, shapes[0])
+
+
+def _onnx_mha(causal: bool) -> Callable[[tuple[Shape, ...]], Any]:
+    def build(shapes: tuple[Shape, ...]) -> Any:
+        from onnx import helper, numpy_helper
+
+        n = shapes[0][-2]
+        nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+                 helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Mul", ["s", "scale"], ["ss"])]
+        inits = [_scalar("scale", 1.0 / 8.0)]
+        src = "ss"
+        if causal:  # the same mask as `causal_mha`, as a constant (ONNX has no cheaper in-graph form)
+            keep = np.tril(np.ones((n, n), dtype=bool))
+            inits += [numpy_helper.from_array(keep, "keep"), _scalar("ninf", -math.inf)]
+            nodes.append(helper.make_node("Where", ["keep", "ss", "ninf"], ["sm"]))
+            src = "sm"
+        nodes += [helper.make_node("Softmax", [src], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["y"])]
+        return _onnx_model(nodes, ("q", "k", "v"), shapes, shapes[0], inits)
+    return build
+
+
 # ---------------------------------------------------------------------------------------------
 
 def _vec(n: int, k: int) -> tuple[Shape, ...]:
@@ -548,6 +636,14 @@ def _mm(m: int, k: int, n: int) -> tuple[Shape, ...]:
 
 def _mlp(t: int, d: int) -> tuple[Shape, ...]:
     return ((t, d), (d,), (d,), (d, 4 * d), (4 * d,), (4 * d, d), (d,))
+
+
+def _swiglu(t: int, d: int, f: int) -> tuple[Shape, ...]:
+    return ((t, d), (d, f), (d, f), (f, d))
+
+
+#: Multi-head attention: batch 2, 4 heads, head dim 64 (so 1/sqrt(d) = 1/8), S = 128 / 512 / 2048.
+MHA_SIZES = {f"B=2,H=4,S={s}": ((2, 4, s, 64),) * 3 for s in (128, 512, 2048)}
 
 
 ELEMENTWISE_SIZES = {"1e3": 1_000, "1e5": 100_000, "1e7": 10_000_000}
@@ -587,6 +683,20 @@ WORKLOADS: list[Workload] = [
              {"T=256,d=64": ((256, 64),) * 3, "T=1024,d=64": ((1024, 64),) * 3}, attention_block, None, None,
              {}, None, onnx_attention, ranges=((-1, 1),) * 3, rtol=1e-3, atol=1e-4, has_sol=False,
              note="softmax(q@k.T/8)@v"),
+    Workload("rms_norm(x, w)", "rmsnorm", ("x", "w"),
+             {"128x1024": ((128, 1024), (1024,)), "4096x1024": ((4096, 1024), (1024,))},
+             rms_norm_rows, None, None, {}, nb_rms_norm, onnx_rms_norm, ranges=((-3, 3), (0.5, 1.5)),
+             rtol=1e-4, atol=1e-5, note="x / sqrt(mean(x², -1) + 1e-6) * w"),
+    Workload("SwiGLU block", "swiglu", ("x", "w1", "w3", "w2"),
+             {"T=64,D=256,F=512": _swiglu(64, 256, 512), "T=256,D=512,F=1024": _swiglu(256, 512, 1024)},
+             swiglu_block, None, None, {}, None, onnx_swiglu, ranges=((-1, 1),) + ((-0.05, 0.05),) * 3,
+             rtol=1e-3, atol=1e-4, has_sol=False, note="(silu(x@W1) * (x@W3)) @ W2"),
+    Workload("multi-head attention", "mha", ("q", "k", "v"), MHA_SIZES, mha, None, None, {}, None,
+             _onnx_mha(False), ranges=((-1, 1),) * 3, rtol=1e-3, atol=1e-4, has_sol=False,
+             note="softmax(q@kᵀ/8)@v over (batch, heads, S, 64)"),
+    Workload("causal multi-head attention", "mha", ("q", "k", "v"), MHA_SIZES, causal_mha, None, None, {},
+             None, _onnx_mha(True), ranges=((-1, 1),) * 3, rtol=1e-3, atol=1e-4, has_sol=False,
+             note="mha with keys after the query masked to -inf (mask built in-program from arange)"),
 ]
 
 

@@ -6,13 +6,19 @@ No wall-clock assertions: the suite's timings are benchmarks, not tests.
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from bench import peers
-from bench.suite import BEGIN, END, REFERENCE_KERNELS, candidates_for, check, write_block
+from bench.suite import (BEGIN, END, PIN_ENV, REFERENCE_KERNELS, Results, Row, candidates_for, check, peer_ratios,
+                         peer_summary, write_block)
 from bench.timing import measure_interleaved
 from bench.workloads import WORKLOADS, Workload, workload
 
@@ -24,6 +30,9 @@ TINY = {
     "matmul": lambda w: ((8, 16), (16, 8), (8,)),
     "mlp": lambda w: ((4, 8), (8,), (8,), (8, 32), (32,), (32, 8), (8,)),
     "attention": lambda w: ((16, 64),) * 3,
+    "rmsnorm": lambda w: ((4, 16), (16,)),
+    "swiglu": lambda w: ((4, 8), (8, 16), (8, 16), (16, 8)),
+    "mha": lambda w: ((1, 2, 16, 8),) * 3,
 }
 
 
@@ -44,11 +53,15 @@ def test_every_available_candidate_matches_numpy(w: Workload) -> None:
     out = np.empty(ref.shape, np.float32)
     # SOL kernels are bounds, not the math; numba is jitted for one workload (the jit path), interpreted
     # for the others (same kernel source, no compile time).
-    built = candidates_for(w, xs, out, with_sol=False, numba_jit=w.name == "relu(a*b+c)")
+    built = candidates_for(w, xs, out, with_sol=False, numba_jit=w.name == "relu(a*b+c)", compilers=False)
     available = {b.name for b in built if isinstance(b, peers.Candidate)}
-    # The lowering-direct candidate must always exist: it is how the suite sees generated code.
-    fb_name = {"matmul": "fb-kernel BLAS+epilogue", "mlp": "fb-kernel blocks", "attention": "fb-kernel blocks"}
+    # The lowering-direct candidate must always exist (it is how the suite sees generated code), except for
+    # the causal mask, which only the API row has.
+    blocks = "fb-kernel blocks"
+    fb_name = {"matmul": "fb-kernel BLAS+epilogue", "mlp": blocks, "attention": blocks, "swiglu": blocks,
+               "mha": "fusebind" if "causal" in w.name else blocks}
     assert fb_name.get(w.group, "fb-kernel") in available, [(b.name, getattr(b, "reason", "")) for b in built]
+    assert "fusebind" in available
     for b in built:
         if isinstance(b, peers.Candidate) and not b.name.startswith(REFERENCE_KERNELS):
             out.fill(np.nan)
@@ -90,3 +103,95 @@ def test_write_block_replaces_only_the_suite_block(tmp_path: Path) -> None:
     fresh = tmp_path / "fresh.md"
     write_block(fresh, "x")
     assert fresh.read_text(encoding="utf-8") == f"{BEGIN}\nx\n{END}\n"
+
+
+def test_all_core_candidates_match_numpy() -> None:
+    """The all-core table's candidates (numba parallel, ORT default, fusebind's default threads) compute the math."""
+    w = tiny(workload("softmax(x, -1)"))
+    xs = w.inputs("tiny")
+    ref = w.reference(*xs)
+    out = np.empty(ref.shape, np.float32)
+    built = candidates_for(w, xs, out, cores="all", numba_jit=False, compilers=False)
+    names = {b.name for b in built}
+    assert {"numba parallel", "ORT default", "fusebind"} <= names and "fb-kernel" not in names and "ORT 1t" not in names
+    for b in built:
+        if isinstance(b, peers.Candidate):
+            out.fill(np.nan)
+            assert check(b, ref, w) == "✓", b.name
+
+
+@pytest.mark.parametrize("name", ["gelu_tanh(x)", "layer_norm(x, w, b)", "rms_norm(x, w)", "SwiGLU block",
+                                  "MLP block", "causal multi-head attention"])
+def test_torch_ops_compute_the_workload(name: str) -> None:
+    """TorchOps is the same math as NumpyOps (checked eagerly: Inductor's compile is the slow-marked test)."""
+    pytest.importorskip("torch", reason="torch is not installed: the torch.compile column is skipped")
+    from bench.peers_torch import EAGER_NAME, torch_candidate
+
+    w = tiny(workload(name))
+    xs = w.inputs("tiny")
+    c = torch_candidate(w, xs, compile=False)
+    assert isinstance(c, peers.Candidate) and c.name == EAGER_NAME, c
+    assert check(c, w.reference(*xs), w) == "✓"
+
+
+def test_jax_ops_compute_the_workload() -> None:
+    pytest.importorskip("jax", reason="jax is not installed (the bench venv has it): the jax.jit column is skipped")
+    from bench.peers_jax import NAME, jax_candidate
+
+    for name in ("softmax(x, -1)", "causal multi-head attention"):
+        w = tiny(workload(name))
+        xs = w.inputs("tiny")
+        c = jax_candidate(w, xs)
+        assert isinstance(c, peers.Candidate) and c.name == NAME, c
+        assert check(c, w.reference(*xs), w) == "✓"
+
+
+@pytest.mark.parametrize("module, builder, package", [("bench.peers_jax", "jax_candidate", "jax"),
+                                                      ("bench.peers_torch", "torch_candidate", "torch")])
+def test_missing_compiler_peer_is_unavailable_with_the_reason(module: str, builder: str, package: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    monkeypatch.setitem(sys.modules, package, None)  # `import <package>` now raises ImportError
+    w = tiny(workload("relu(a*b+c)"))
+    got = getattr(importlib.import_module(module), builder)(w, w.inputs("tiny"))
+    assert isinstance(got, peers.Unavailable)
+    assert got.reason.startswith(f"{package} not installed") and "for this column" in got.reason
+
+
+@pytest.mark.skipif(not os.environ.get("FUSEBIND_LONG"), reason="Inductor and XLA compiles: FUSEBIND_LONG=1 runs it")
+def test_compiled_peers_match_numpy() -> None:
+    w = tiny(workload("SwiGLU block"))
+    xs = w.inputs("tiny")
+    for mod, fn in (("bench.peers_torch", "torch_candidate"), ("bench.peers_jax", "jax_candidate")):
+        pytest.importorskip(mod.rsplit("_", 1)[1], reason="optional peer not installed")
+        c = getattr(__import__(mod, fromlist=[fn]), fn)(w, xs)
+        assert isinstance(c, peers.Candidate), c
+        assert check(c, w.reference(*xs), w) == "✓"
+
+
+def test_peer_summary_is_the_geomean_and_minimum_of_peer_over_fusebind() -> None:
+    res = Results(rows=[Row("a", "s1", "fusebind", 1.0, 1.0, "✓"), Row("a", "s1", "numpy", 4.0, 4.0, "✓"),
+                        Row("a", "s2", "fusebind", 2.0, 2.0, "✓"), Row("a", "s2", "numpy", 1.0, 1.0, "✓"),
+                        Row("a", "s3", "fusebind", 1.0, 1.0, "✓"), Row("a", "s3", "numpy", 9.0, 9.0, "✗ wrong"),
+                        Row("a", "s1", "fusebind", 1.0, 1.0, "✓", cores="all"),
+                        Row("a", "s1", "numpy", 3.0, 3.0, "✓", cores="all")])
+    assert peer_ratios(res, "numpy", "1") == [("a s1", 4.0), ("a s2", 0.5)]  # the ✗ row is left out
+    table = peer_summary(res)
+    assert "| one core | numpy | 1.41× | 0.50× | a s2 | 2 |" in table
+    assert "| all cores | numpy | 3.00× | 3.00× | a s1 | 1 |" in table
+    assert res.extra["peers:1:numpy"] == (pytest.approx(math.sqrt(2.0)), 0.5, "a s2")
+
+
+def test_one_core_child_is_pinned_before_numpy_starts() -> None:
+    """FB_BENCH_PIN_CORE pins the process at bench.suite's first line, so BLAS sizes its pool for one core."""
+    core = max(os.sched_getaffinity(0))
+    code = ("import os, json, bench.suite, numpy\n"
+            "try:\n    from threadpoolctl import threadpool_info\nexcept ImportError:\n    threadpool_info = list\n"
+            "blas = [i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas']\n"
+            "print(json.dumps({'aff': sorted(os.sched_getaffinity(0)), 'blas': blas}))")
+    env = {**os.environ, PIN_ENV: str(core), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    got = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                                    check=True).stdout)
+    assert got["aff"] == [core]
+    assert all(n == 1 for n in got["blas"])  # (empty without threadpoolctl: the affinity is the check)
