@@ -56,6 +56,14 @@ def wrappers(x):
     return c + d + r + eps + xp.cumulative_sum(x, axis=1), v + b
 
 
+def counts_and_norms(x, k):
+    """Integer and boolean paths: numpy's dtypes (int32 sums to int64, mean of ints is float64)."""
+    xp = array_namespace(x, k)
+    unit = x / xp.linalg.vector_norm(x, axis=1, keepdims=True)
+    hits = xp.count_nonzero(k > 2, axis=1)
+    return unit, xp.sum(k, axis=0), xp.mean(xp.astype(k, xp.float64)), hits, xp.astype(k > 2, xp.float32) @ unit.mT
+
+
 X32 = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)
 X64 = np.linspace(-3, 1, 32, dtype=np.float64).reshape(4, 8)
 
@@ -70,7 +78,9 @@ def same(got, want) -> None:
 @pytest.mark.parametrize("fn, args", [
     (softmax, (X32,)), (softmax, (X64,)), (standardise, (X32,)), (logsumexp, (X32,)),
     (masked_where, (X32, X32 > 0.3)), (concat_permute, (X32, (X32 * 4).astype(np.int32))), (wrappers, (X32,)),
-], ids=["softmax-f32", "softmax-f64", "standardise", "logsumexp", "masked-where", "concat-permute", "wrappers"])
+    (counts_and_norms, (X32, np.arange(32, dtype=np.int32).reshape(4, 8) % 5)),
+], ids=["softmax-f32", "softmax-f64", "standardise", "logsumexp", "masked-where", "concat-permute", "wrappers",
+        "counts-and-norms"])
 def test_standard_only_functions_trace_and_match_numpy(fn, args) -> None:
     # on numpy arrays, array_namespace gives array_api_compat's numpy: numpy's answer
     same(fb.jit(fn)(*args), fn(*args))
