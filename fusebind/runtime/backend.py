@@ -5,7 +5,8 @@ target facts, pipeline, codegen level, fast-math choice) that also
 - links object code into the process (`load`, `load_decomposition`: the loader);
 - builds and memoises static kernels and BLAS kernels, per session
   (`static_kernels(session)`, `blas_kernel(elem, session)`);
-- gives the worker pool split calls run on (`split_pool(threads)`).
+- gives the worker pool split calls run on (`split_pool(threads)`: the native
+  pool, else Python threads).
 
 There is one registry, lowering's: `CPU` here *extends* lowering's `cpu`
 (`extend_backend`), so once the runtime is loaded `backend_named("cpu")` is
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
     from fusebind.runtime.dtypes import KernelSignature
     from fusebind.runtime.kernel import Kernel
+    from fusebind.runtime.pool import NativePool
     from fusebind.runtime.session import Session
 
 __all__ = ["CPU", "RuntimeBackend", "UnknownBackendError", "backend_names", "register_runtime_backend",
@@ -41,7 +43,7 @@ __all__ = ["CPU", "RuntimeBackend", "UnknownBackendError", "backend_names", "reg
 @dataclass(frozen=True)
 class RuntimeBackend(Backend):
     """A backend whose code this process can load and run (see the module doc).
-    The defaults are the host's: llvmlite's ORC JIT, numpy's OpenBLAS, Python threads."""
+    The defaults are the host's: llvmlite's ORC JIT, numpy's OpenBLAS, the native pool."""
 
     def load(self, code: bytes, symbol: str, *, signature: KernelSignature) -> Kernel:
         """Link `code` and return its `symbol` as a kernel of `signature`."""
@@ -61,11 +63,12 @@ class RuntimeBackend(Backend):
 
         return blas_matmul_kernel(elem, session, backend=self)
 
-    def split_pool(self, threads: int) -> ThreadPoolExecutor:
-        """The pool of `threads - 1` workers a call split `threads` ways runs on."""
-        from fusebind.runtime.call import split_pool
+    def split_pool(self, threads: int) -> NativePool | ThreadPoolExecutor:
+        """What a call split `threads` ways runs on: the process's native pool (pool.py),
+        or, where it cannot run, a Python pool of `threads - 1` workers (call.split_pool)."""
+        from fusebind.runtime.pool import pool_for
 
-        return split_pool(threads)
+        return pool_for(threads)
 
 
 def register_runtime_backend(backend: RuntimeBackend) -> RuntimeBackend:

@@ -52,7 +52,7 @@ from fusebind.dialect.errors import FusebindError, FusebindInternalError, Unsupp
 from fusebind.runtime.arms import ArmStats, RegionDecision, verify_failed_reason, verify_results
 from fusebind.runtime.bindings import BindingTable
 from fusebind.runtime.blas_operands import blas_transposed, column_major_retry, transpose_is_view
-from fusebind.runtime.call import SPLIT_THRESHOLD, KernelCall, OutputRecycler, output_allocator
+from fusebind.runtime.call import PY_SPLIT_THRESHOLD, KernelCall, OutputRecycler, output_allocator
 from fusebind.runtime.fused_kernels import CAP_SPLIT_AXIS0
 from fusebind.runtime.resolve import KernelMiss, compile_one, row_is_dynamic, static_attrs
 from fusebind.runtime.steps import (
@@ -271,7 +271,7 @@ class StepBuilder:
                 guarded([env[i] for i in ins], [o])
                 env[out] = o
             return run_guarded
-        large = elementwise and self.options.threads > 1 and int(np.prod(out_shape)) >= SPLIT_THRESHOLD  # type: ignore[arg-type]
+        large = elementwise and self.options.threads > 1 and int(np.prod(out_shape)) >= PY_SPLIT_THRESHOLD  # type: ignore[arg-type]
         if not large and (not elementwise or all(s == out_shape for s in in_shapes)):
             # Operands described by their own shapes: the thunk makes it one native call.
             try:
@@ -395,7 +395,7 @@ class StepBuilder:
                 decision.arm = "fused"
                 decision.reason = "fused arm is priced and cheaper than its primitives"
                 call = self._fused_call(region, resolved.kernel, CAP_SPLIT_AXIS0 in resolved.row.caps)
-                decision.splits = call.chunks
+                decision.splits = call.splits
                 failed_arm = (resolved.key, resolved.kernel.address)
         stats = self.stats
         profile = self.options.profile
@@ -480,7 +480,7 @@ class StepBuilder:
                     self.options.failed_fused_arms.add(failed_arm)
                     decision.arm = "arm 0"
                     decision.reason = verify_failed_reason(decision.fused_id)
-        if isinstance(kcall, ThunkStep) and kcall.chunks == 1 and not verify:
+        if isinstance(kcall, ThunkStep) and kcall.splits == 1 and not verify:
             self.fast_region = (region, kcall.thunk)
         return run_fused
 

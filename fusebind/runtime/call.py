@@ -39,15 +39,29 @@ from fusebind.lowering.abi import STATUS_OPERAND, STATUS_WORDS
 from fusebind.runtime.kernel import Kernel, new_status, status_error
 from fusebind.runtime.session import default_session
 
-#: Below this many output elements a call is not split: a thread hand-off
-#: costs ~45 us (PERFORMANCE.md; ~28 us measured here: pool submit, chunk
-#: views, future), more than such a kernel runs. Measured on this 2-vCPU
-#: host with the thunk's GIL-releasing entry (relu(a*b+c) and GELU-tanh,
-#: 5e4..1e7 f32, interleaved): the split costs 2.5-4x at 5e4-1e5 and is
-#: within noise of one thread from 5e5 up while the second core was busy
-#: with other processes; PERFORMANCE.md's quiet-host figure (>= 1.7x on
-#: compute-bound kernels at 1e7, crossover ~5e5) is kept as the threshold.
+#: Below this many output elements a call is not split (on the native pool,
+#: pool.py). PLACEHOLDER: set from the crossover measured in docs/THREADS.md.
 SPLIT_THRESHOLD = 500_000
+#: Below this many output elements a call is not split on the Python-thread
+#: pool (`split_pool`, used only where the native pool is unavailable): a
+#: hand-off there costs ~45 us (PERFORMANCE.md; ~28 us measured here: pool
+#: submit, chunk views, future), more than such a kernel runs. Measured on
+#: this 2-vCPU host (relu(a*b+c) and GELU-tanh, 5e4..1e7 f32, interleaved):
+#: the split costs 2.5-4x at 5e4-1e5 and is within noise of one thread from
+#: 5e5 up; PERFORMANCE.md's quiet-host figure (>= 1.7x on compute-bound
+#: kernels at 1e7, crossover ~5e5) is kept as this threshold.
+PY_SPLIT_THRESHOLD = 500_000
+#: A native split call is cut into chunks of about this many elements (at most
+#: MAX_SPLIT_TASKS, at most one per row): fixed by the call's size, never by the
+#: thread count, so the chunk a value falls in does not depend on the threads.
+#: Many chunks a thread balance the load when a core is busy with something else.
+CHUNK_ELEMS = 1 << 15
+MAX_SPLIT_TASKS = 256
+
+
+def split_tasks(numel: int, lead: int) -> int:
+    """How many chunks a native split call of `numel` elements and `lead` rows is cut into."""
+    return max(1, min(lead, MAX_SPLIT_TASKS, -(-numel // CHUNK_ELEMS)))
 
 Shape = tuple[int, ...]
 
@@ -206,7 +220,7 @@ class KernelCall:
         out_numel = int(np.prod(out_shapes[0])) if out_shapes else 0
         lead = out_shapes[0][0] if out_shapes and out_shapes[0] else 0
         self.chunks = 1
-        if splittable and threads > 1 and out_numel >= SPLIT_THRESHOLD and lead >= threads:
+        if splittable and threads > 1 and out_numel >= PY_SPLIT_THRESHOLD and lead >= threads:
             self.chunks = threads
         self._sets: list[tuple[list[_Operand], tuple[int, ...], list[int]]] = []
         bounds = [lead * c // self.chunks for c in range(self.chunks + 1)] if self.chunks > 1 else [0, lead]
@@ -258,6 +272,8 @@ class KernelCall:
                     op.ptrs[0] = base + off
                     op.ptrs[1] = base + off
             pool = self.pool(self.chunks)
+            if not hasattr(pool, "submit"):  # the native pool runs thunk calls only: this path uses Python threads
+                pool = split_pool(self.chunks)
             futures = [pool.submit(self._fn, *addrs) for _, addrs, _ in self._sets[1:]]
             self._fn(*self._addrs0)
             for f in futures:

@@ -4,7 +4,8 @@ Owns the environment types (`Env`, `Step`, `Alloc`), the alignment rule
 (`contig`: kernels get C-contiguous, aligned arrays; anything else runs
 through an aligned copy, as numpy's own loops do), and the fused-arm call
 kinds: `ThunkStep` (one native call through the thunk; large splittable
-calls in chunks along axis 0 on the split pool), `GuardedStep` (a Python
+calls one parallel-for call on the native pool, pool.py, or in chunks on
+the Python split pool where there is none), `GuardedStep` (a Python
 callback kernel, called so that what it raised is re-raised) and
 `DescriptorStep` (prepared ctypes descriptors, when no thunk can be made),
 and `FastPath` (the whole plan as one thunk call the executor makes itself).
@@ -33,12 +34,14 @@ import numpy as np
 
 from fusebind.dialect.errors import FusebindInternalError
 from fusebind.runtime.arguments import fast_out_ok
-from fusebind.runtime.call import RECYCLE_MIN_BYTES, SPLIT_THRESHOLD, KernelCall, output_allocator, split_pool
+from fusebind.runtime.call import (PY_SPLIT_THRESHOLD, RECYCLE_MIN_BYTES, SPLIT_THRESHOLD, KernelCall, output_allocator,
+                                   split_pool, split_tasks)
 from fusebind.lowering.abi import STATUS_WORDS
 from fusebind.runtime.dtypes import descriptor_for
 from fusebind.runtime.kernel import FlatKernel, new_status, status_error
 from fusebind.runtime.session import default_session
-from fusebind.runtime.thunk import ANY_DIM, ThunkCall
+from fusebind.runtime.pool import NativePool
+from fusebind.runtime.thunk import ANY_DIM, ParallelThunkCall, ThunkCall
 
 Env = list[Any]
 Step = Callable[[Env], None]
@@ -190,7 +193,13 @@ def raise_for_status(kernel: Any, status: np.ndarray, inputs: Any = None) -> Non
 
 class ThunkStep:
     """A fused-arm call through the thunk; large splittable calls in chunks.
-    An ABI v2 kernel: each call (each chunk) passes its own status, checked after the call."""
+    An ABI v2 kernel: each call (each chunk) passes its own status, checked after the call.
+
+    A splittable call of at least SPLIT_THRESHOLD elements, when `pool(threads)` is the
+    native pool (pool.py), is one parallel-for thunk call (`ParallelThunkCall`): `tasks`
+    chunks fixed by the call's size (`split_tasks`), run by at most `splits` threads
+    (min(threads, the pool's)). Without the native pool (Python threads), calls of at least
+    PY_SPLIT_THRESHOLD elements are cut into `threads` chunks submitted to that pool."""
 
     def __init__(self, kernel: Any, in_shapes: list[tuple[int, ...]], out_shapes: list[tuple[int, ...]],
                  splittable: bool, threads: int, pool: Callable[[int], Any] = split_pool) -> None:
@@ -202,13 +211,29 @@ class ThunkStep:
         self.pool = pool  # threads -> the worker pool (the backend's `split_pool`)
         out_numel = int(np.prod(out_shapes[0])) if out_shapes else 0
         lead = out_shapes[0][0] if out_shapes and out_shapes[0] else 0
-        self.chunks = threads if (splittable and threads > 1 and out_numel >= SPLIT_THRESHOLD
-                                  and lead >= threads) else 1
+        self.chunks = self.splits = self.tasks = 1
+        self.par: ParallelThunkCall | None = None
+        if splittable and threads > 1 and lead > 1 and out_numel >= SPLIT_THRESHOLD:
+            workers = pool(threads)
+            if isinstance(workers, NativePool):
+                width = min(threads, workers.threads)
+                tasks = split_tasks(out_numel, lead)
+                if width > 1 and tasks > 1:
+                    n_ops = len(in_shapes) + len(out_shapes)
+                    blocks = [0] * n_ops + [STATUS_WORDS] * self.status
+                    self.par = ParallelThunkCall(target, [*in_shapes, *out_shapes, *([(tasks * STATUS_WORDS,)] * self.status)],
+                                                 workers, tasks, width, blocks)
+                    self.splits, self.tasks = width, tasks
+            elif out_numel >= PY_SPLIT_THRESHOLD and lead >= threads:
+                self.chunks = self.splits = self.tasks = threads
         self.bounds = [lead * c // self.chunks for c in range(self.chunks + 1)]
         if self.chunks > 1:  # chunks: any leading size
             self.chunk_thunk = ThunkCall(target, [(ANY_DIM, *s[1:]) for s in (*in_shapes, *out_shapes)] + extra)
 
     def __call__(self, ins: list[Any], outs: list[np.ndarray]) -> None:
+        if self.par is not None:
+            self._call_parallel(ins, outs)
+            return
         if self.status:
             self._call_checked(ins, outs)
             return
@@ -219,6 +244,20 @@ class ThunkStep:
                                        f"{[(np.asarray(a).dtype, np.shape(a)) for a in ins]}")
             return
         self._call_split(ins, outs, [])
+
+    def _call_parallel(self, ins: list[Any], outs: list[np.ndarray]) -> None:
+        """One native parallel-for call; ABI v2: one status block per chunk, the first set one (in
+        chunk order: the first bad index in loop order) raises."""
+        fn = self.par.function  # type: ignore[union-attr]
+        status = [np.zeros(self.tasks * STATUS_WORDS, np.int64)] if self.status else []
+        if fn(*ins, *outs, *status) is None:
+            if fn(*(contig(np.asarray(a)) for a in ins), *outs, *status) is None:
+                raise FusebindInternalError(f"fusebind internal error: the parallel call thunk refused validated "
+                                            f"operands {[(np.asarray(a).dtype, np.shape(a)) for a in ins]}")
+        if status and status[0].any():
+            for row in status[0].reshape(self.tasks, STATUS_WORDS):
+                if row[0]:
+                    raise_for_status(self.kernel, row, ins)
 
     def _call_split(self, ins: list[Any], outs: list[np.ndarray], statuses: list[np.ndarray]) -> None:
         arrays = [*(contig(np.asarray(a)) for a in ins), *outs]
@@ -253,7 +292,7 @@ class GuardedStep:
     passes and reads the status. The thunk and prepared descriptors call the address directly
     and would lose both."""
 
-    chunks = 1
+    chunks = splits = 1
 
     def __init__(self, kernel: Any, broadcast_inputs_to: tuple[int, ...] | None) -> None:
         self.kernel = kernel
@@ -271,7 +310,7 @@ class DescriptorStep:
 
     def __init__(self, call: KernelCall) -> None:
         self.call = call
-        self.chunks = call.chunks
+        self.chunks = self.splits = call.chunks
 
     def __call__(self, ins: list[Any], outs: list[np.ndarray]) -> None:
         self.call([*(contig(np.asarray(a)) for a in ins), *outs])

@@ -65,14 +65,28 @@ def _check_platform() -> None:
                                "this interpreter differs, so calls use the ctypes descriptor path")
 
 
-def thunk_ir(signature: KernelSignature, name: str = "fb_thunk") -> str:
-    """LLVM IR text of the thunk for `signature` (see the module docstring)."""
+def thunk_ir(signature: KernelSignature, name: str = "fb_thunk", parallel: Sequence[int] | None = None) -> str:
+    """LLVM IR text of the thunk for `signature` (see the module docstring).
+
+    `parallel` (one entry per operand): the parallel-for thunk instead, whose call
+    runs the kernel in chunks on the native pool (pool.py), the GIL released
+    once around the whole call. Entry 0: the operand is cut along axis 0 (chunk
+    c gets rows [lead*c//n, lead*(c+1)//n) of n chunks, lead = the first such
+    operand's axis 0); entry k > 0: chunk c gets its own block of k elements
+    at c*k (a status array per chunk). Its context block is
+    `[kernel, ndarray type, 1, fb_pool_run, pool, chunks, width, dims...]`."""
     operands = [*signature.inputs, *signature.outputs]
     n_in = len(signature.inputs)
     lines = ["declare void @Py_IncRef(ptr)", "declare ptr @PyEval_SaveThread()",
              "declare void @PyEval_RestoreThread(ptr)", "@_Py_NoneStruct = external global i8", "",
              f"define ptr @{name}(ptr %self, ptr %args, i64 %nargs) {{", "entry:"]
     emit = lines.append
+    if parallel is not None:
+        if len(parallel) != len(operands) or not any(b == 0 and r for b, (_, r) in zip(parallel, operands)):
+            raise FusebindValueError(f"parallel thunk: blocks {list(parallel)} must give one entry per operand of "
+                                     f"{signature} and cut at least one operand of rank >= 1 along axis 0")
+        if any(b == 0 and not r for b, (_, r) in zip(parallel, operands)):
+            raise FusebindValueError(f"parallel thunk: a rank-0 operand cannot be cut along axis 0 ({signature})")
     emit("  %ctxp = getelementptr i8, ptr %self, i64 16")
     emit("  %ctx = load ptr, ptr %ctxp")
     emit("  %kfn = load ptr, ptr %ctx")
@@ -83,9 +97,11 @@ def thunk_ir(signature: KernelSignature, name: str = "fb_thunk") -> str:
     for i, (_, rank) in enumerate(operands):  # descriptors live in the entry block
         ty = f"{{ ptr, ptr, i64, [{rank} x i64], [{rank} x i64] }}" if rank else "{ ptr, ptr, i64 }"
         emit(f"  %d{i} = alloca {ty}")
+    if parallel is not None:
+        emit(f"  %env = alloca [{len(operands) + 3} x i64]")
     emit(f"  %nok = icmp eq i64 %nargs, {len(operands)}")
     emit("  br i1 %nok, label %op0, label %bad")
-    dim_slot = 3  # index (in i64 units) of the next expected dim in ctx
+    dim_slot = 3 if parallel is None else 7  # index (in i64 units) of the next expected dim in ctx
     for i, (dtype, rank) in enumerate(operands):
         d = f"%d{i}"
         want_flags = _C_CONTIGUOUS | _ALIGNED | (_WRITEABLE if i >= n_in else 0)
@@ -154,17 +170,37 @@ def thunk_ir(signature: KernelSignature, name: str = "fb_thunk") -> str:
         emit(f"  br i1 {ok}, label %{nxt}, label %bad")
     descs = ", ".join(f"ptr %d{i}" for i in range(len(operands)))
     last = len(operands) - 1
-    emit("call:")
-    emit("  %released = icmp ne i64 %rel, 0")
-    emit("  br i1 %released, label %call.nogil, label %call.gil")
-    emit("call.gil:")
-    emit(f"  call void %kfn({descs})")
-    emit("  br label %done")
-    emit("call.nogil:")
-    emit("  %ts = call ptr @PyEval_SaveThread()")
-    emit(f"  call void %kfn({descs})")
-    emit("  call void @PyEval_RestoreThread(ptr %ts)")
-    emit("  br label %done")
+    if parallel is not None:
+        lead_op = next(i for i, b in enumerate(parallel) if b == 0)
+        emit("call:")
+        emit("  store ptr %kfn, ptr %env")
+        emit("  %envl = getelementptr i64, ptr %env, i64 1")
+        emit(f"  store i64 %s{lead_op}_0, ptr %envl")
+        for k, what in ((3, "run"), (4, "pool"), (5, "chunks"), (6, "width")):
+            emit(f"  %{what}p = getelementptr i64, ptr %ctx, i64 {k}")
+            emit(f"  %{what} = load {'ptr' if what in ('run', 'pool') else 'i64'}, ptr %{what}p")
+        emit("  %envc = getelementptr i64, ptr %env, i64 2")
+        emit("  store i64 %chunks, ptr %envc")
+        for i in range(len(operands)):
+            emit(f"  %envd{i} = getelementptr i64, ptr %env, i64 {3 + i}")
+            emit(f"  store ptr %d{i}, ptr %envd{i}")
+        emit("  %width32 = trunc i64 %width to i32")
+        emit("  %ts = call ptr @PyEval_SaveThread()")
+        emit(f"  call void %run(ptr %pool, ptr @{name}_task, ptr %env, i64 %chunks, i32 %width32)")
+        emit("  call void @PyEval_RestoreThread(ptr %ts)")
+        emit("  br label %done")
+    else:
+        emit("call:")
+        emit("  %released = icmp ne i64 %rel, 0")
+        emit("  br i1 %released, label %call.nogil, label %call.gil")
+        emit("call.gil:")
+        emit(f"  call void %kfn({descs})")
+        emit("  br label %done")
+        emit("call.nogil:")
+        emit("  %ts = call ptr @PyEval_SaveThread()")
+        emit(f"  call void %kfn({descs})")
+        emit("  call void @PyEval_RestoreThread(ptr %ts)")
+        emit("  br label %done")
     emit("done:")
     emit(f"  %outp = getelementptr ptr, ptr %args, i64 {last}")
     emit("  %out = load ptr, ptr %outp")
@@ -174,7 +210,62 @@ def thunk_ir(signature: KernelSignature, name: str = "fb_thunk") -> str:
     emit("  call void @Py_IncRef(ptr @_Py_NoneStruct)")
     emit("  ret ptr @_Py_NoneStruct")
     emit("}")
+    if parallel is not None:
+        lines.extend(_task_ir(operands, parallel, name))
     return "\n".join(lines) + "\n"
+
+
+def _task_ir(operands: Sequence[Any], blocks: Sequence[int], name: str) -> list[str]:
+    """The pool task of a parallel thunk: `task(env, c)` calls the kernel on chunk c,
+    on descriptors copied from the full call's with axis 0 (or the block) offset."""
+    out = [f"define internal void @{name}_task(ptr %env, i64 %c) {{", "entry:"]
+    emit = out.append
+    for i, (_, rank) in enumerate(operands):
+        ty = f"{{ ptr, ptr, i64, [{rank} x i64], [{rank} x i64] }}" if rank else "{ ptr, ptr, i64 }"
+        emit(f"  %t{i} = alloca {ty}")
+    emit("  %kfn = load ptr, ptr %env")
+    emit("  %leadp = getelementptr i64, ptr %env, i64 1")
+    emit("  %lead = load i64, ptr %leadp")
+    emit("  %np = getelementptr i64, ptr %env, i64 2")
+    emit("  %n = load i64, ptr %np")
+    emit("  %lo = mul i64 %lead, %c")
+    emit("  %start = udiv i64 %lo, %n")
+    emit("  %c1 = add i64 %c, 1")
+    emit("  %hi = mul i64 %lead, %c1")
+    emit("  %stop = udiv i64 %hi, %n")
+    emit("  %len = sub i64 %stop, %start")
+    emit("  %empty = icmp eq i64 %len, 0")
+    emit("  br i1 %empty, label %skip, label %go")
+    emit("go:")
+    for i, ((dtype, rank), block) in enumerate(zip(operands, blocks)):
+        ty = f"{{ ptr, ptr, i64, [{rank} x i64], [{rank} x i64] }}" if rank else "{ ptr, ptr, i64 }"
+        emit(f"  %sp{i} = getelementptr i64, ptr %env, i64 {3 + i}")
+        emit(f"  %src{i} = load ptr, ptr %sp{i}")
+        emit(f"  %v{i} = load {ty}, ptr %src{i}")
+        emit(f"  store {ty} %v{i}, ptr %t{i}")
+        emit(f"  %data{i} = load ptr, ptr %src{i}")
+        if block:
+            emit(f"  %el{i} = mul i64 %c, {block}")
+            size = str(block)
+        else:
+            emit(f"  %st0p{i} = getelementptr i8, ptr %src{i}, i64 {24 + 8 * rank}")
+            emit(f"  %st0{i} = load i64, ptr %st0p{i}")
+            emit(f"  %el{i} = mul i64 %start, %st0{i}")
+            size = "%len"
+        emit(f"  %by{i} = mul i64 %el{i}, {dtype.itemsize}")
+        emit(f"  %cd{i} = getelementptr i8, ptr %data{i}, i64 %by{i}")
+        emit(f"  store ptr %cd{i}, ptr %t{i}")
+        emit(f"  %ta{i} = getelementptr i8, ptr %t{i}, i64 8")
+        emit(f"  store ptr %cd{i}, ptr %ta{i}")
+        if rank:
+            emit(f"  %ts0{i} = getelementptr i8, ptr %t{i}, i64 24")
+            emit(f"  store i64 {size}, ptr %ts0{i}")
+    emit(f"  call void %kfn({', '.join(f'ptr %t{i}' for i in range(len(operands)))})")
+    emit("  br label %skip")
+    emit("skip:")
+    emit("  ret void")
+    emit("}")
+    return out
 
 
 _METH_FASTCALL = 0x0080
@@ -208,14 +299,14 @@ class CallThunk:
         return new(ctypes.addressof(self.method_def), ctx, keepalive)
 
 
-def _thunk_object(signature: KernelSignature) -> bytes:
+def _thunk_object(signature: KernelSignature, parallel: tuple[int, ...] | None = None) -> bytes:
     """Object code of the thunk, through the on-disk object cache (a new
     process reuses it: ~0.3 ms to link instead of ~9 ms to compile)."""
     from fusebind.lowering.build import target_key_parts
     from fusebind.lowering.cache import CachedObject, cache_key, default_cache
     from fusebind.lowering.codegen import compile_llvm_ir
 
-    text = thunk_ir(signature)
+    text = thunk_ir(signature, parallel=parallel)
     cache = default_cache()
     key = cache_key(kind="call-thunk", text=text, **target_key_parts()) if cache.enabled else None
     if key is not None:
@@ -238,10 +329,12 @@ def _thunks() -> dict[tuple[Any, ...], CallThunk]:
     return default_session().slot("thunks", dict)
 
 
-def thunk_for(signature: KernelSignature) -> CallThunk:
-    """The thunk of `signature` (compiled on first use, then cached per process).
-    Raises ThunkUnavailable when it cannot be built here."""
-    key = (signature.inputs, signature.outputs)
+def thunk_for(signature: KernelSignature, parallel: Sequence[int] | None = None) -> CallThunk:
+    """The thunk of `signature` (compiled on first use, then cached per process);
+    `parallel`: its parallel-for variant (`thunk_ir`). Raises ThunkUnavailable
+    when it cannot be built here."""
+    par = None if parallel is None else tuple(int(b) for b in parallel)
+    key = (signature.inputs, signature.outputs) if par is None else (signature.inputs, signature.outputs, par)
     thunks = _thunks()
     thunk = thunks.get(key)
     if thunk is not None:
@@ -253,7 +346,7 @@ def thunk_for(signature: KernelSignature) -> CallThunk:
             from fusebind.runtime.loader import load_object
 
             try:
-                code = _thunk_object(signature)
+                code = _thunk_object(signature, par)
                 loaded = load_object(code, "fb_thunk")
             except FusebindError as exc:  # LoweringError (codegen), ObjectLoadError (linking)
                 raise ThunkUnavailable(f"could not build the call thunk for {signature}: "
@@ -294,4 +387,39 @@ class ThunkCall:
         self.released = thunk.bind(self._ctx[1], kernel)
 
 
-__all__ = ["ANY_DIM", "CallThunk", "ThunkCall", "ThunkUnavailable", "thunk_for", "thunk_ir"]
+class ParallelThunkCall:
+    """A parallel-for thunk bound to one kernel, its operand dims, a native pool
+    (pool.py `NativePool`), a chunk count and a width (at most this many threads
+    at once). `function(*inputs, *outputs)` releases the GIL, runs the kernel on
+    `chunks` chunks on the pool and returns the last output, or None (nothing
+    ran) when an argument does not fit. `blocks`: per operand, 0 (cut along
+    axis 0) or the elements of its per-chunk block (whose expected dim is then
+    chunks * block). Chunk bounds depend on the sizes and `chunks` only, never
+    on which thread runs a chunk."""
+
+    __slots__ = ("kernel", "function", "chunks", "width", "_ctx")
+
+    def __init__(self, kernel: Any, expected: Sequence[Sequence[int]], pool: Any, chunks: int, width: int,
+                 blocks: Sequence[int]) -> None:
+        sig = kernel.signature
+        operands = [*sig.inputs, *sig.outputs]
+        if len(expected) != len(operands) or any(len(e) != r for e, (_, r) in zip(expected, operands)):
+            raise FusebindValueError(f"ParallelThunkCall: expected dims {[list(e) for e in expected]} do not fit "
+                                     f"the kernel signature {sig}")
+        if not 1 <= chunks <= MAX_CHUNKS:
+            raise FusebindValueError(f"ParallelThunkCall: chunks must be in [1, {MAX_CHUNKS}], got {chunks}")
+        thunk = thunk_for(sig, blocks)
+        self.kernel = kernel
+        self.chunks, self.width = int(chunks), int(width)
+        dims = [int(d) for e in expected for d in e]
+        self._ctx = np.array([kernel.address, id(np.ndarray), 1, pool.run_address, pool.handle, self.chunks,
+                              self.width, *dims], dtype=np.int64)
+        self._ctx.flags.writeable = False
+        self.function = thunk.bind(self._ctx, (kernel, pool))  # the pool's block lives as long as the builtin
+
+
+#: the pool's claim word holds task indices in 20 bits (pool.py MAX_TASKS)
+MAX_CHUNKS = (1 << 20) - 1
+
+__all__ = ["ANY_DIM", "CallThunk", "MAX_CHUNKS", "ParallelThunkCall", "ThunkCall", "ThunkUnavailable", "thunk_for",
+           "thunk_ir"]
