@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fusebind.dialect.errors import FusebindError
-from fusebind.lowering.cache import ObjectCache, RecordingCache
+from fusebind.lowering.cache import ObjectCache, RecordingCache, recording_default
 from fusebind.runtime.portable import (
     Payload,
     decode_payload,
@@ -131,7 +131,7 @@ def build_blob(make_clone: Callable[[RecordingCache], Any], replay: Callable[[An
     it that compiles through `cache`; `replay(clone)` plans every recorded call and returns the
     traced modules' text. `cache`: the function's own object cache, if it has one."""
     rec = RecordingCache(cache if isinstance(cache, ObjectCache) else None)
-    with use_session(scratch_session(rec, backend)):
+    with use_session(scratch_session(rec, backend)), recording_default(rec):
         clone = make_clone(rec)
         try:
             modules = replay(clone)
@@ -156,9 +156,15 @@ def receive(name: str, blob: bytes, backend: str) -> bool:
 
 
 def replay_quietly(step: Callable[[], Any]) -> None:
-    """Run one replayed call's planning; a call the function refuses on zeros (its own
-    checks) is skipped: the real call later says why, as it would without the pickle."""
+    """Run one replayed call's planning; a call that fails on zeros (the function's own checks
+    of values) is skipped: the real call later says why, as it would without the pickle. Under
+    FUSEBIND_STRICT an error that is not fusebind's (a bug, or the user's code) is raised."""
+    from fusebind.runtime.strict import strict_mode
+
     try:
         step()
     except FusebindError:
         pass
+    except Exception:
+        if strict_mode():
+            raise

@@ -60,6 +60,7 @@ Must not: import `mlir` or `llvmlite` (a hit has to be cheap).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -69,9 +70,10 @@ import tempfile
 import threading
 import time
 import warnings
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from fusebind.dialect.errors import FusebindValueError
 
@@ -468,9 +470,28 @@ def _shared(directory: str | None) -> ObjectCache:
     return ObjectCache(Path(directory) if directory is not None else None)
 
 
+#: a cache that stands in for the default one in this context (`recording_default`)
+_STAND_IN: ContextVar[ObjectCache | None] = ContextVar("fusebind_default_cache", default=None)
+
+
+@contextlib.contextmanager
+def recording_default(cache: ObjectCache) -> Iterator[ObjectCache]:
+    """Make `cache` what `default_cache()` returns in this context (this thread, and the JIT
+    work it submits): a pickling process's replay records kernels built through the default."""
+    token = _STAND_IN.set(cache)
+    try:
+        yield cache
+    finally:
+        _STAND_IN.reset(token)
+
+
 def default_cache() -> ObjectCache:
     """The cache the environment names, one instance per directory per process
-    (so a read-only directory warns once, and hit/miss counts accumulate)."""
+    (so a read-only directory warns once, and hit/miss counts accumulate);
+    inside `recording_default(c)`, `c`."""
+    stand_in = _STAND_IN.get()
+    if stand_in is not None:
+        return stand_in
     where = ObjectCache.from_env().directory
     return _shared(str(where) if where is not None else None)
 

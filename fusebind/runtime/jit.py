@@ -35,6 +35,7 @@ machine=)`), resolved on the first compile, not before.
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 import time
@@ -236,7 +237,8 @@ class JitCompiler:
         self._lock = threading.Lock()
         self.records: dict[str, CompileRecord] = {}
         self.report = JitReport()
-        self._queue: queue.Queue[tuple[str, WorkItem] | None] = queue.Queue()
+        #: (key, item, the submitter's context: its session and stand-in object cache hold on the worker)
+        self._queue: queue.Queue[tuple[str, WorkItem, contextvars.Context] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._closed = False
         #: "Type: message" of each BaseException that ended a worker thread
@@ -302,8 +304,8 @@ class JitCompiler:
                 self.records[key] = CompileRecord(item.name)
                 todo.append((key, item))
             if todo and self.background:
-                for entry in todo:
-                    self._queue.put(entry)
+                for key, item in todo:  # one context each: a Context is entered by one thread at a time
+                    self._queue.put((key, item, contextvars.copy_context()))
                 if self._thread is None:
                     self._start_worker()
         if not self.background:
@@ -330,7 +332,8 @@ class JitCompiler:
             try:
                 if entry is None:
                     return
-                self._compile(*entry)
+                key, item, context = entry
+                context.run(self._compile, key, item)
             except BaseException as err:
                 self._worker_died(err)
                 raise  # reported through threading.excepthook, like any exception that ends a thread
