@@ -17,7 +17,7 @@ from torch.fx import Node
 
 import fusebind as fb
 from fusebind.torch.rules import (
-    FLOATS, aten, both, cast, compute_dtype, floats_only, int_scalars_fit, meta, np_dtype, rule,
+    FLOATS, aten, cast, compute_dtype, floats_only, int_scalars_fit, meta, np_dtype, rule, wide,
 )
 
 
@@ -70,11 +70,11 @@ def _float_mode(node: Node) -> str | None:
 @rule(aten.div.Tensor_mode, aten.div.Scalar_mode, check=_float_mode)
 def _div_mode(node: Node, a: Any, b: Any, rounding_mode: str | None = None) -> Any:
     dt = _out(node)
+    if rounding_mode == "floor":  # not floor(a / b): torch, as Python and numpy, floors (a - fmod(a, b)) / b
+        return np.floor_divide(cast(a, dt), cast(b, dt))
     q = np.divide(cast(a, dt), cast(b, dt))
-    if rounding_mode == "floor":
-        return np.floor(q)
     if rounding_mode == "trunc":
-        return np.trunc(q)
+        return _rounding(np.trunc)(node, q)
     return q
 
 
@@ -171,9 +171,17 @@ def _float_operand(node: Node) -> str | None:
     return floats_only(node)
 
 
+def _rounding(fn: Any) -> Any:
+    def impl(node: Node, x: Any) -> Any:
+        if x.dtype.itemsize == 2:  # fusebind rounds f32/f64 only; a narrow value's rounding is exact in f32
+            return fn(x.astype(np.float32)).astype(x.dtype)
+        return fn(x)
+    return impl
+
+
 for _target, _fn in ((aten.floor.default, np.floor), (aten.ceil.default, np.ceil), (aten.trunc.default, np.trunc),
                      (aten.round.default, np.rint)):  # torch rounds half to even, as rint
-    rule(_target, check=_float_operand)(lambda node, x, fn=_fn: fn(x))
+    rule(_target, check=_float_operand)(_rounding(_fn))
 
 
 def _signed(node: Node) -> str | None:
@@ -234,7 +242,7 @@ def _sum(node: Node, x: Any, dim: Any = None, keepdim: bool = False, *, dtype: A
 
 @rule(aten.mean.dim, aten.mean.default, check=_float_operand)
 def _mean(node: Node, x: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
-    return np.mean(cast(x, _out(node)), axis=_axes(x, dim), keepdims=keepdim)
+    return cast(np.mean(wide(cast(x, _out(node))), axis=_axes(x, dim), keepdims=keepdim), _out(node))
 
 
 @rule(aten.amax.default)
@@ -260,7 +268,7 @@ def _all(node: Node, x: Any, dim: Any = None, keepdim: bool = False) -> Any:
 @rule(aten.var.correction, check=_float_operand)
 def _var(node: Node, x: Any, dim: Any = None, *, correction: Any = None, keepdim: bool = False) -> Any:
     ddof = 1 if correction is None else correction
-    return np.var(x, axis=_axes(x, dim), ddof=ddof, keepdims=keepdim)
+    return cast(np.var(wide(x), axis=_axes(x, dim), ddof=ddof, keepdims=keepdim), _out(node))
 
 
 def _arg(fn: Any) -> Any:
@@ -277,3 +285,52 @@ def _arg(fn: Any) -> Any:
 
 rule(aten.argmax.default)(_arg(np.argmax))
 rule(aten.argmin.default)(_arg(np.argmin))
+
+
+# -- bitwise (integers and bool): in the result's dtype, as torch ---------------------------------------
+
+def _integral(node: Node) -> str | None:
+    for t in [a for a in node.args if isinstance(a, Node)] + [node]:
+        if meta(t).dtype in FLOATS:
+            return f"{node.target} on {meta(t).dtype}"
+    return int_scalars_fit(node)
+
+
+for _name, _fn in (("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or), ("bitwise_xor", np.bitwise_xor)):
+    _op = getattr(aten, _name)
+    rule(_op.Tensor, _op.Scalar, check=_integral)(_arith(_fn))
+
+
+@rule(aten.bitwise_not.default, check=_integral)
+def _bitwise_not(node: Node, x: Any) -> Any:
+    return np.logical_not(x) if _out(node) == torch.bool else np.invert(x)
+
+
+@rule(aten.max.default)
+def _max_all(node: Node, x: Any) -> Any:
+    return np.max(x)
+
+
+@rule(aten.min.default)
+def _min_all(node: Node, x: Any) -> Any:
+    return np.min(x)
+
+
+def _norm_check(node: Node) -> str | None:
+    ord_ = node.args[1] if len(node.args) > 1 else node.kwargs.get("ord", 2)
+    if ord_ not in (1, 2, float("inf")):
+        return f"linalg_vector_norm of order {ord_}"
+    if node.kwargs.get("dtype") is not None:
+        return "linalg_vector_norm with a dtype"
+    return floats_only(node)
+
+
+@rule(aten.linalg_vector_norm.default, check=_norm_check)
+def _vector_norm(node: Node, x: Any, ord: Any = 2, dim: Any = None, keepdim: bool = False, *,  # noqa: A002
+                 dtype: Any = None) -> Any:
+    axes = _axes(x, dim)
+    if ord == 1:
+        return np.sum(np.abs(x), axis=axes, keepdims=keepdim)
+    if ord == 2:
+        return np.sqrt(np.sum(x * x, axis=axes, keepdims=keepdim))
+    return np.max(np.abs(x), axis=axes, keepdims=keepdim)

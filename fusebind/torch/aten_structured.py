@@ -18,7 +18,7 @@ import torch
 from torch.fx import Node
 
 import fusebind as fb
-from fusebind.torch.rules import FLOATS, aten, cast, floats_only, meta, np_dtype, out_shape, rule
+from fusebind.torch.rules import FLOATS, aten, cast, floats_only, meta, np_dtype, out_shape, rule, wide
 
 
 def _floats(node: Node) -> str | None:
@@ -76,6 +76,17 @@ def _select(node: Node, x: Any, dim: int, index: int) -> Any:
     return x[(slice(None),) * (dim % x.ndim) + (int(index),)]
 
 
+@rule(aten.split_with_sizes.default, aten.split.Tensor)
+def _split(node: Node, x: Any, sizes: Any, dim: int = 0) -> Any:
+    dim %= x.ndim
+    pieces, start = [], 0
+    for m in meta(node):
+        n = int(m.shape[dim])
+        pieces.append(x[(slice(None),) * dim + (slice(start, start + n),)])
+        start += n
+    return tuple(pieces)
+
+
 @rule(aten.cat.default)
 def _cat(node: Node, xs: Any, dim: int = 0) -> Any:
     dt = meta(node).dtype  # torch promotes the pieces; a (0,)-shaped legacy piece is skipped, as torch
@@ -129,11 +140,12 @@ def _addmm(node: Node, bias: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any =
 
 @rule(aten._softmax.default, check=_floats)
 def _softmax(node: Node, x: Any, dim: int, half_to_float: bool) -> Any:
-    return cast(fb.softmax(x, axis=dim), meta(node).dtype)
+    return cast(fb.softmax(wide(x), axis=dim), meta(node).dtype)
 
 
 @rule(aten._log_softmax.default, check=_floats)
 def _log_softmax(node: Node, x: Any, dim: int, half_to_float: bool) -> Any:
+    x = wide(x)
     m = np.max(x, axis=dim, keepdims=True)
     s = x - m
     return cast(s - np.log(np.sum(np.exp(s), axis=dim, keepdims=True)), meta(node).dtype)
@@ -147,6 +159,7 @@ def _layer_norm_check(node: Node) -> str | None:
 @rule(aten.native_layer_norm.default, check=_layer_norm_check)
 def _layer_norm(node: Node, x: Any, shape: Any, w: Any, b: Any, eps: float) -> Any:
     axes = tuple(range(x.ndim - len(shape), x.ndim))
+    x, w, b = wide(x), wide(w), wide(b)
     mean = np.mean(x, axis=axes, keepdims=True)
     d = x - mean
     var = np.mean(d * d, axis=axes, keepdims=True)
@@ -156,7 +169,7 @@ def _layer_norm(node: Node, x: Any, shape: Any, w: Any, b: Any, eps: float) -> A
         y = y * w
     if b is not None:
         y = y + b
-    return y, cast(mean, meta(node)[1].dtype), cast(rstd, meta(node)[2].dtype)
+    return tuple(cast(v, m.dtype) for v, m in zip((y, mean, rstd), meta(node)))
 
 
 def _first_output_only(node: Node) -> str | None:
@@ -173,11 +186,12 @@ def _channel(v: Any, ndim: int) -> Any:
 
 @rule(aten._native_batch_norm_legit_no_training.default, check=_first_output_only)
 def _batch_norm(node: Node, x: Any, w: Any, b: Any, mean: Any, var: Any, momentum: float, eps: float) -> Any:
+    x, w, b, mean, var = wide(x), wide(w), wide(b), wide(mean), wide(var)
     scale = 1.0 / np.sqrt(var + eps)  # as torch's CPU kernel: x * (w / sqrt(var + eps)) + (b - mean * that)
     if w is not None:
         scale = scale * w
     shift = -mean * scale if b is None else b - mean * scale
-    return (x * _channel(scale, x.ndim) + _channel(shift, x.ndim),)
+    return (cast(x * _channel(scale, x.ndim) + _channel(shift, x.ndim), meta(node)[0].dtype),)
 
 
 # -- convolution and pooling ------------------------------------------------------------------------
@@ -242,8 +256,9 @@ def _avg_pool(node: Node, x: Any, kernel: Any, stride: Any = (), padding: Any = 
               count_include_pad: bool = True, divisor_override: Any = None) -> Any:
     d = x.ndim - 2
     k = _per_dim(kernel, d, None)
-    return fb.nn.avg_pool(x, k, strides=_per_dim(stride, d, k), pads=_per_dim(padding, d, 0) * 2,
-                          ceil_mode=ceil_mode, count_include_pad=count_include_pad)
+    y = fb.nn.avg_pool(wide(x), k, strides=_per_dim(stride, d, k), pads=_per_dim(padding, d, 0) * 2,
+                       ceil_mode=ceil_mode, count_include_pad=count_include_pad)
+    return cast(y, meta(node).dtype)
 
 
 def _adaptive_check(node: Node) -> str | None:
@@ -258,5 +273,5 @@ def _adaptive_avg_pool(node: Node, x: Any, out: Any) -> Any:
     n, c, h, w = x.shape
     oh, ow = int(out[0]), int(out[1])
     if oh == 1 and ow == 1:
-        return fb.nn.global_avg_pool(x)
-    return np.mean(np.reshape(x, (n, c, oh, h // oh, ow, w // ow)), axis=(3, 5))
+        return cast(fb.nn.global_avg_pool(wide(x)), meta(node).dtype)
+    return cast(np.mean(np.reshape(wide(x), (n, c, oh, h // oh, ow, w // ow)), axis=(3, 5)), meta(node).dtype)

@@ -78,6 +78,14 @@ def cast(v: Any, dt: torch.dtype) -> Any:
     return v if v.dtype == want else v.astype(want)
 
 
+def wide(v: Any) -> Any:
+    """A float16/bfloat16 traced value as float32 (torch's CPU kernels compute narrow floats in f32 and round
+    once at the end: normalisations and means do so here too); any other value unchanged."""
+    if v is None or isinstance(v, (bool, int, float)) or v.dtype.itemsize != 2 or v.dtype.kind in "iu":
+        return v
+    return v.astype(np.float32)
+
+
 def is_float(node: Any) -> bool:
     m = meta(node)
     return isinstance(m, torch.Tensor) and m.dtype in FLOATS
