@@ -55,6 +55,13 @@ def fusebind_backend(gm: GraphModule, example_inputs: list[Any], *, report: list
         graph_report = GraphReport()
         if report is not None:
             report.append(graph_report)
-        return partition_graph(fw, graph_report)
+        compiled = partition_graph(fw, graph_report)
+        symbolic = [name for name, why in graph_report.eager if "symbolic shape" in why]
+        if symbolic:  # dynamo's automatic dynamic shapes (a second size seen): fusebind's regions are static
+            warnings.warn(FusebindTorchWarning(
+                f"{len(symbolic)} node(s) have symbolic shapes (dynamo recompiled the graph with dynamic shapes) "
+                "and run in eager torch; compile with torch.compile(..., backend='fusebind', dynamic=False) "
+                "for one fusebind graph per shape"), stacklevel=2)
+        return compiled
 
     return aot_autograd(fw_compiler=compile_inference, decompositions=_DECOMPOSITIONS)(gm, example_inputs)

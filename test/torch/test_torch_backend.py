@@ -201,3 +201,23 @@ def test_unknown_option_is_a_clear_error():
     f = torch.compile(lambda x: x * 2, backend="fusebind", options={"mode": "max"})
     with pytest.raises(Exception, match="unknown options \\['mode'\\]"):
         f(torch.randn(3))
+
+
+def test_dynamic_shapes_warn_and_stay_correct_static_shapes_stay_fused():
+    fn = lambda x: torch.tanh(x * 2) + 1  # noqa: E731
+    f = torch.compile(fn, backend="fusebind")
+    with torch.no_grad():
+        f(torch.randn(3, 4))
+        x5 = torch.randn(5, 4)
+        with pytest.warns(FusebindTorchWarning, match="symbolic shapes.*dynamic=False"):
+            got = f(x5)  # dynamo's automatic dynamic: a graph over a symbolic size, run by torch
+        _same(got, fn(x5))
+    torch._dynamo.reset()
+    report: list = []
+    g = torch.compile(fn, backend="fusebind", dynamic=False, options={"report": report})
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", FusebindTorchWarning)
+        for n in (3, 5):
+            x = torch.randn(n, 4)
+            _same(g(x), fn(x))
+    assert len(report) == 2 and all(r.partitions and not r.eager for r in report)
