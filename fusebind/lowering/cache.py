@@ -45,7 +45,7 @@ A key includes the `op_fingerprint` of each user op its parts name (see `cache_k
 The portable layer (docs/PORTABLE.md): object code that arrived in a pickled
 fusebind function (`runtime/portable.py` verified its hashes and the machine
 key) is installed here by key (`install_portable`), process-wide like the
-disk cache (the key covers everything the code depends on, so it holds in
+disk cache (`portable_layer.py`; the key covers everything the code depends on, so it holds in
 every session). Every `ObjectCache.get` looks there first, so the normal
 optimize -> region -> key path finds such a kernel as a hit and never
 compiles it; while the layer holds anything, even a cache that is off
@@ -76,6 +76,15 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from fusebind.dialect.errors import FusebindValueError
+from fusebind.lowering.portable_layer import (  # noqa: F401 - the portable layer, re-exported
+    PORTABLE_LIMIT,
+    clear_portable,
+    install_portable,
+    portable_active,
+    portable_counts,
+    portable_get,
+    portable_put,
+)
 
 # The entry format. FBOBJ2: the hash covers the symbol line too (FBOBJ1 hashed the code only).
 MAGIC = b"FBOBJ2\n"
@@ -148,7 +157,7 @@ class ObjectCache:
     def enabled(self) -> bool:
         """Whether the cache is on: a directory is named and it is not refused (or
         the portable layer holds kernels, which every cache serves first)."""
-        if _PORTABLE:
+        if portable_active():
             return True
         return self.directory is not None and self._vet(create=False) is not None
 
@@ -177,7 +186,7 @@ class ObjectCache:
         """The entry for `key`, or None if absent, unreadable, corrupt, not a
         regular file of ours (a symlink, another user's), or the directory is refused.
         The portable layer (installed from pickles) is looked up first."""
-        if _PORTABLE:
+        if portable_active():
             entry = portable_get(key)
             if entry is not None:
                 self.hits += 1
@@ -197,8 +206,8 @@ class ObjectCache:
         """Store atomically. Returns False (and warns once) if the directory cannot
         take it; False without writing if the directory is refused (warned by `vet_directory`)."""
         if self.directory is None:
-            if _PORTABLE:  # enabled only for the portable layer: keep what is built in memory
-                _portable_put(key, entry)
+            if portable_active():  # enabled only for the portable layer: keep what is built in memory
+                portable_put(key, entry)
             return False
         if "\n" in entry.symbol:
             raise FusebindValueError(f"ObjectCache.put: the symbol {entry.symbol!r} contains a newline; "
@@ -253,55 +262,7 @@ class ObjectCache:
         return removed
 
 
-# ----------------------------------------------------------------- the portable layer
-#: at most this many portable entries are kept (the oldest installed are dropped first)
-PORTABLE_LIMIT = 4096
-_PORTABLE: "dict[str, CachedObject]" = {}
-_PORTABLE_LOCK = threading.Lock()
-_PORTABLE_COUNTS = {"installed": 0, "hits": 0}
-
-
-def _portable_put(key: str, entry: CachedObject) -> None:
-    with _PORTABLE_LOCK:
-        _PORTABLE.pop(key, None)
-        _PORTABLE[key] = entry  # re-inserted: the newest
-        while len(_PORTABLE) > PORTABLE_LIMIT:
-            del _PORTABLE[next(iter(_PORTABLE))]
-
-
-def install_portable(entries: "dict[str, CachedObject]") -> int:
-    """Install verified object code by object-cache key (runtime/portable.py checks hashes
-    and the machine key first); returns how many keys were new."""
-    new = 0
-    for key, entry in entries.items():
-        new += key not in _PORTABLE
-        _portable_put(key, entry)
-    with _PORTABLE_LOCK:
-        _PORTABLE_COUNTS["installed"] += new
-    return new
-
-
-def portable_get(key: str) -> CachedObject | None:
-    """The installed portable entry for `key`, or None."""
-    entry = _PORTABLE.get(key)
-    if entry is not None:
-        with _PORTABLE_LOCK:
-            _PORTABLE_COUNTS["hits"] += 1
-    return entry
-
-
-def portable_counts() -> dict[str, int]:
-    """{"entries": held now, "installed": keys ever installed, "hits": lookups served}."""
-    with _PORTABLE_LOCK:
-        return {"entries": len(_PORTABLE), **_PORTABLE_COUNTS}
-
-
-def clear_portable() -> None:
-    """Drop every portable entry (tests; a process that no longer wants them)."""
-    with _PORTABLE_LOCK:
-        _PORTABLE.clear()
-
-
+# ----------------------------------------------------------------- recording
 class RecordingCache(ObjectCache):
     """A cache that keeps every entry it serves or stores (`entries`, by key), reading
     through to `inner` (then to the default cache) and writing through to `inner`. Always
