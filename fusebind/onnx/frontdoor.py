@@ -88,9 +88,11 @@ class OnnxFunction:
 
 def load(model: Any, **options: Any) -> OnnxFunction:
     """`model` (a path, bytes or `onnx.ModelProto`) as an `OnnxFunction`. `options` go to the
-    importer (`target_opset`, `const_limit`) and to `fb.jit` (`background`, `verify`, ...).
-    A model fusebind does not run raises `fusebind.onnx.UnsupportedModel` (a `TypeError`)
-    naming the node, op and opset."""
+    importer (`target_opset`, `const_limit`, `trusted`, `max_initializer_bytes`) and to `fb.jit`
+    (`background`, `verify`, ...). A model fusebind does not run raises
+    `fusebind.onnx.UnsupportedModel` (a `TypeError`) naming the node, op and opset; one that is not
+    valid ONNX, reads external data from outside its directory or claims more than the budget,
+    `fusebind.onnx.trust.InvalidModel` (a `ValueError`; docs/RELIABILITY.md, the ONNX trust model)."""
     return OnnxFunction(import_model(model, **options))
 
 

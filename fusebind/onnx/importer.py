@@ -1,6 +1,9 @@
 """The ONNX importer: an `onnx.ModelProto` becomes one `fb.jit` function over its graph inputs.
 
-Owns `import_model` / `ImportedModel`: the model is loaded (a path, bytes or a proto), upgraded
+Owns `import_model` / `ImportedModel`: the model is loaded (a path, bytes or a proto: untrusted input,
+so its external data is read from inside its directory only and its size claims, opsets and graph
+structure are checked first, in Python: external_data.py, trust.py; onnx's C++ passes below then run
+in a child process unless `trusted=True`: trust_worker.py), upgraded
 with `onnx.version_converter` to `TARGET_OPSET` when it is older (the converter fails on some
 models: they are imported at their own opset, which every handler must then cover; models newer
 than the target are imported at their own opset too, never downgraded), shape-inferred, checked
@@ -34,7 +37,10 @@ from fusebind.api.capture import ConstantArray
 from fusebind.dialect.errors import FusebindError, UnsupportedOperation
 from fusebind.onnx import fold
 from fusebind.onnx.dtypes import numpy_dtype_of
+from fusebind.onnx.external_data import read_model
 from fusebind.onnx.registry import HANDLERS, NodeContext, UnsupportedModel, handler_for
+from fusebind.onnx.trust import MAX_INITIALIZER_BYTES, InvalidModel, check_opsets, check_structure
+from fusebind.onnx.trust_worker import onnx_passes
 from fusebind.onnx.values import SequenceValue
 
 #: the opset of the default domain older models are upgraded to (the node suite's opsets are 1..28;
@@ -56,13 +62,11 @@ _SEQUENCE_BOUNDARY = ("a graph input or output of sequence type (fusebind's grap
                       "tensors; sequences only inside a graph)")
 
 
-def _load(model: Any) -> onnx.ModelProto:
-    if isinstance(model, onnx.ModelProto):
-        return model
-    if isinstance(model, (bytes, bytearray)):
-        return onnx.load_from_string(bytes(model))
-    if isinstance(model, (str, os.PathLike)):
-        return onnx.load(os.fspath(model))
+def _load(model: Any, budget: int = MAX_INITIALIZER_BYTES) -> onnx.ModelProto:
+    """`model` as a ModelProto with its external data read from inside its directory and every
+    tensor's size claim checked (external_data.py, trust.py)."""
+    if isinstance(model, (onnx.ModelProto, bytes, bytearray, str, os.PathLike)):
+        return read_model(model, budget)
     raise UnsupportedModel(f"fusebind.onnx: a model is an onnx.ModelProto, a path or bytes, not "
                            f"{type(model).__name__}")
 
@@ -125,16 +129,28 @@ def _attrs(node: Any, where: str) -> dict[str, Any]:
             raise UnsupportedModel(f"{where}: a sparse tensor attribute {a.name!r}")
         if a.ref_attr_name:
             raise UnsupportedModel(f"{where}: a reference attribute {a.name!r} (function bodies)")
-        v = helper.get_attribute_value(a)
-        if isinstance(v, bytes):
-            v = v.decode("utf-8")
-        elif isinstance(v, onnx.TensorProto):
-            v = numpy_helper.to_array(v)
-        elif isinstance(v, list):
-            v = [x.decode("utf-8") if isinstance(x, bytes) else
-                 numpy_helper.to_array(x) if isinstance(x, onnx.TensorProto) else x for x in v]
+        try:
+            v = helper.get_attribute_value(a)
+            if isinstance(v, bytes):
+                v = v.decode("utf-8")
+            elif isinstance(v, onnx.TensorProto):
+                v = numpy_helper.to_array(v)
+            elif isinstance(v, list):
+                v = [x.decode("utf-8") if isinstance(x, bytes) else
+                     numpy_helper.to_array(x) if isinstance(x, onnx.TensorProto) else x for x in v]
+        except (ValueError, TypeError, KeyError, IndexError) as e:  # a hostile attribute (trust.py checked sizes)
+            raise InvalidModel(f"fusebind.onnx: {where}: its attribute {a.name!r} cannot be read "
+                               f"({type(e).__name__}: {e})") from None
         out[a.name] = v
     return out
+
+
+def _to_array(t: Any, where: str) -> np.ndarray:
+    """numpy_helper.to_array, its failures on hostile tensors (trust.py checked the sizes) InvalidModel."""
+    try:
+        return numpy_helper.to_array(t)
+    except (ValueError, TypeError, KeyError, IndexError) as e:
+        raise InvalidModel(f"fusebind.onnx: {where} cannot be read ({type(e).__name__}: {e})") from None
 
 
 def topological(nodes: Sequence[Any], available: set[str]) -> list[Any]:
@@ -348,12 +364,22 @@ def _load_handlers() -> None:
     import fusebind.onnx.ops_sequence  # noqa: F401
 
 
+def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
+    try:
+        return shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception:  # inference is advice: handlers see None where it gave up
+        return model
+
+
 def import_model(model: Any, *, target_opset: int = TARGET_OPSET, const_limit: int = CONST_LIMIT,
+                 trusted: bool = False, max_initializer_bytes: int = MAX_INITIALIZER_BYTES,
                  **jit_options: Any) -> ImportedModel:
     """`model` (a ModelProto, path or bytes) as an `ImportedModel`; UnsupportedModel names the first node,
-    op and opset fusebind does not build, or the value of a type it does not have."""
+    op and opset fusebind does not build, or the value of a type it does not have; InvalidModel (trust.py)
+    a model that is not valid ONNX or claims more than `max_initializer_bytes`. The model is untrusted
+    input: onnx's C++ passes run in a child process unless `trusted=True` (trust_worker.py)."""
     _load_handlers()
-    proto = _load(model)
+    proto = _load(model, max_initializer_bytes)
     domains = {d for d, _ in HANDLERS}
     for imp in proto.opset_import:
         if imp.domain not in _DEFAULT_DOMAINS and imp.domain not in domains:
@@ -363,11 +389,9 @@ def import_model(model: Any, *, target_opset: int = TARGET_OPSET, const_limit: i
                                        "one fusebind implements")
     if proto.functions:
         raise UnsupportedModel("fusebind.onnx: model-local functions are not supported")
-    proto = upgrade(proto, target_opset)
-    try:
-        proto = shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
-    except Exception:  # inference is advice: handlers see None where it gave up
-        pass
+    check_opsets(proto)
+    check_structure(proto, domains)
+    proto = onnx_passes(proto, target_opset, trusted, upgrade, _infer)
     proto = fold.rewrite(proto)
     graph = proto.graph
     opset = model_opset(proto)
@@ -386,7 +410,7 @@ def import_model(model: Any, *, target_opset: int = TARGET_OPSET, const_limit: i
         if t.data_type == onnx.TensorProto.STRING:
             raise UnsupportedModel(f"initializer {t.name!r}: a string tensor (fusebind has numbers only)")
         numpy_dtype_of(t.data_type, f"initializer {t.name!r}")
-        arr = numpy_helper.to_array(t)
+        arr = _to_array(t, f"initializer {t.name!r}")
         if arr.size <= const_limit:
             constants[t.name] = fb.constant(arr)
         else:
@@ -436,5 +460,5 @@ def import_model(model: Any, *, target_opset: int = TARGET_OPSET, const_limit: i
     return imported
 
 
-__all__ = ["CONST_LIMIT", "ImportedModel", "TARGET_OPSET", "import_model", "model_opset", "numpy_dtype_of",
-           "topological", "upgrade", "FusebindError"]
+__all__ = ["CONST_LIMIT", "ImportedModel", "InvalidModel", "TARGET_OPSET", "import_model", "model_opset",
+           "numpy_dtype_of", "topological", "upgrade", "FusebindError"]
