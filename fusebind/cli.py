@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -325,13 +326,30 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, progress: Progress) -> in
     return _picture("".join(pictures), args, dot, out, progress) if fmt == "dot" else EXIT_OK
 
 
+#: the programs that render DOT, in the order tried: Graphviz's own `dot`, then `graphviz-pure`
+#: (a port of Graphviz 16.1 to Rust on PyPI, EPL-2.0 as Graphviz is; the `pictures` extra installs it)
+RENDERERS = ("dot", "graphviz-pure")
+
+
+def renderer() -> str | None:
+    """The path of the first DOT renderer on PATH or beside this Python (a venv's bin, which an
+    unactivated `.venv/bin/fusebind` does not put on PATH), or None."""
+    here = os.path.dirname(sys.executable)
+    for name in RENDERERS:
+        dot = shutil.which(name) or shutil.which(name, path=here)
+        if dot is not None:
+            return dot
+    return None
+
+
 def _graphviz() -> str:
-    """The path of Graphviz's `dot`; CliError saying how to install it when it is not on PATH."""
-    dot = shutil.which("dot")
-    if dot is None:
-        raise CliError("--svg needs Graphviz's `dot` program, which is not on PATH: install Graphviz "
-                       "(apt install graphviz, or conda install graphviz), or print the DOT text with --dot")
-    return dot
+    """The path of a DOT renderer; CliError saying how to install one when none is found."""
+    dot = renderer()
+    if dot is not None:
+        return dot
+    raise CliError("--svg needs Graphviz's `dot` program, which is not on PATH: install Graphviz "
+                   "(apt install graphviz, or conda install graphviz, or pip install 'fusebind[pictures]'), "
+                   "or print the DOT text with --dot")
 
 
 def _picture(text: str, args: argparse.Namespace, dot: str | None, out: TextIO, progress: Progress) -> int:

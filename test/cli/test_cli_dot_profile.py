@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import fusebind.cli as cli
 from fusebind.cli import main
 from fusebind.compiler.catalog import RUNTIME_FUSED_BASE
 
@@ -55,11 +56,12 @@ def test_docs_transformer_dot_is_what_its_command_prints() -> None:
 def test_svg_without_graphviz_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import fusebind.cli as cli
 
-    monkeypatch.setattr(cli.shutil, "which", lambda name: None)
+    monkeypatch.setattr(cli.shutil, "which", lambda name, path=None: None)
     code, out, err = run_cli("explain", "--example", "chain", "--dim", "64", "--svg", str(tmp_path / "p.svg"), "-q")
     assert (code, out) == (2, "")
     assert err == ("fusebind: error: --svg needs Graphviz's `dot` program, which is not on PATH: install Graphviz "
-                   "(apt install graphviz, or conda install graphviz), or print the DOT text with --dot\n")
+                   "(apt install graphviz, or conda install graphviz, or pip install 'fusebind[pictures]'), "
+                   "or print the DOT text with --dot\n")
     assert not (tmp_path / "p.svg").exists()
     code, _, err = run_cli("explain", "--example", "chain", "--dot", "--svg", "x.svg", "-q")
     assert code == 2 and err == "fusebind: error: give either --dot (print the DOT text) or --svg FILE (draw it), not both\n"
@@ -73,7 +75,7 @@ def test_svg_renders_through_dot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     fake.write_text("#!/bin/sh\n[ \"$1\" = -Tsvg ] && [ \"$2\" = -o ] || exit 3\n"
                     f"cat > '{tmp_path}/input.dot'\necho '<svg/>' > \"$3\"\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setattr(cli.shutil, "which", lambda name: str(fake) if name == "dot" else None)
+    monkeypatch.setattr(cli.shutil, "which", lambda name, path=None: str(fake) if name == "dot" else None)
     target = tmp_path / "chain.svg"
     code, out, err = run_cli("explain", "--example", "chain", "--dim", "64", "--svg", str(target), "-q")
     assert code == 0, err
@@ -86,7 +88,8 @@ def test_svg_renders_through_dot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
                                  "Error: syntax error in line 1\n")
 
 
-@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed (apt install graphviz)")
+@pytest.mark.skipif(cli.renderer() is None,
+                    reason="no DOT renderer is installed (apt install graphviz, or pip install 'fusebind[pictures]')")
 def test_svg_with_graphviz_parses_our_dot(tmp_path: Path) -> None:
     target = tmp_path / "chain.svg"
     code, _, err = run_cli("explain", "--example", "chain", "--dim", "64", "--svg", str(target), "-q")
