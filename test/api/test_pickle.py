@@ -223,3 +223,25 @@ def test_precompile_takes_specs_and_in_process_round_trip_shares_the_function():
     assert portable_counts() == before  # read back where it was made: nothing installed
     np.testing.assert_array_equal(f(X, X), pickle_fns.row_tanh(X, X))
     np.testing.assert_allclose(f(X, X), np.tanh(X * X + 1.0).sum(axis=-1), rtol=1e-5)
+
+
+def test_decode_of_damaged_blobs_is_a_payload_or_corrupt_payload():
+    """Every single-byte change and every truncation of a blob decodes to a payload (a byte of
+    module text or of a key's value, caught later by the machine key or the cache key) or
+    raises CorruptPayload: never another exception. A change inside object code is always caught."""
+    fn = fb.jit(pickle_fns.plain).precompile(X)
+    blob = fn._portable_blob()
+    good = decode_payload(blob)
+    code_at = len(blob) - sum(len(k.code) for k in good.kernels)
+    rng = np.random.default_rng(3)
+    for at in rng.integers(0, len(blob), 300):
+        damaged = bytearray(blob)
+        damaged[at] ^= int(rng.integers(1, 256))
+        try:
+            decode_payload(bytes(damaged))
+        except CorruptPayload:
+            continue
+        assert at < code_at, f"a change at byte {at}, inside the object code, was not caught"
+    for end in range(0, len(blob), max(1, len(blob) // 97)):
+        with pytest.raises(CorruptPayload):
+            decode_payload(blob[:end])
