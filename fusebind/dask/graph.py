@@ -29,7 +29,7 @@ import numpy as np
 from fusebind.api.errors import FusebindValueError
 from fusebind.dialect.errors import FusebindInternalError
 from fusebind.dask.analysis import TREE_REDUCTIONS, Analysis, analyze, unsupported
-from fusebind.dask.kernels import BlockKernel, kernel_text
+from fusebind.dask.kernels import BlockKernel, block_kernel, kernel_text
 from fusebind.dask.moments import StackedCombine, Variance, find_variances
 
 
@@ -325,13 +325,9 @@ class DaskJitFunction:
         self._last_lines: list[str] = []
 
     def kernel(self, texts: dict[Any, str], dtype: Any, counts: dict[Any, int] | None = None) -> BlockKernel:
-        """One BlockKernel per distinct set of texts, compiled once and reused by later calls."""
-        key = (tuple(sorted(texts.items())), np.dtype(dtype).str, tuple(sorted((counts or {}).items())))
-        found = self._kernels.get(key)
-        if found is None:
-            found = BlockKernel(f"{self.name}#{len(self._kernels)}", texts, dtype, counts=counts)
-            found.precompile()
-            self._kernels[key] = found
+        """The BlockKernel of these texts: compiled once per process (kernels.block_kernel)."""
+        found = block_kernel(f"{self.name}#{len(self._kernels)}", texts, dtype, counts)
+        self._kernels[found.key] = found
         return found
 
     def _build(self, args: Sequence[Any]) -> tuple[_Build, bool]:

@@ -20,6 +20,7 @@ Must not: build the dask graph (fusebind.dask.graph does).
 from __future__ import annotations
 
 import hashlib
+import pickle
 import threading
 import weakref
 from collections import OrderedDict
@@ -131,6 +132,7 @@ class BlockKernel:
                                         sorted((counts or {}).items()))).encode()).hexdigest()
         self.out_dtype = np.dtype(out_dtype)
         self._functions: dict[Any, Any] = dict(functions or {})
+        self._payload: bytes | None = None
         self._lock = threading.Lock()
         for f in self._functions.values():
             with _LOCK:
@@ -192,8 +194,12 @@ class BlockKernel:
         return np.stack([np.full(mean.shape, float(self.counts[key])), mean, m2])
 
     def __reduce__(self) -> Any:
-        return (_rebuild, (self.key, self.name, self.texts, self.out_dtype.str, _portable(self._functions),
-                           self.counts))
+        # the functions travel as bytes, unpickled only by the first task of a process to arrive
+        # (binding kernels is not free: the later tasks get the process's one BlockKernel)
+        if self._payload is None:
+            functions = _portable(self._functions)
+            self._payload = b"" if functions is None else pickle.dumps(functions)
+        return (_rebuild, (self.key, self.name, self.texts, self.out_dtype.str, self._payload, self.counts))
 
     def __repr__(self) -> str:
         return f"BlockKernel({self.name}, {len(self.texts)} block shape(s))"
@@ -210,14 +216,32 @@ def _portable(functions: dict[Any, Any]) -> dict[Any, Any] | None:
     return dict(functions)
 
 
-def _rebuild(key: str, name: str, texts: dict[Any, str], out_dtype: str,
-             functions: dict[Any, Any] | None, counts: dict[Any, int] | None) -> BlockKernel:
+def block_kernel(name: str, texts: dict[Any, str], out_dtype: Any, counts: dict[Any, int] | None = None) -> BlockKernel:
+    """The process's BlockKernel of this content, compiled (every block shape) on first use: two
+    functions, or two calls, that need the same kernel share it and its pickle."""
+    kernel = BlockKernel(name, texts, out_dtype, counts=counts)
+    with _LOCK:
+        found = _PROCESS_KERNELS.get(kernel.key)
+        if found is not None:
+            _PROCESS_KERNELS.move_to_end(kernel.key)
+            return found
+    kernel.precompile()
+    with _LOCK:
+        found = _PROCESS_KERNELS.setdefault(kernel.key, kernel)
+        while len(_PROCESS_KERNELS) > _PROCESS_KERNELS_MAX:
+            _PROCESS_KERNELS.popitem(last=False)
+    return found
+
+
+def _rebuild(key: str, name: str, texts: dict[Any, str], out_dtype: str, payload: bytes,
+             counts: dict[Any, int] | None) -> BlockKernel:
     """The process's one BlockKernel of this content (a graph's tasks each unpickle it)."""
     with _LOCK:
         found = _PROCESS_KERNELS.get(key)
         if found is not None:
             _PROCESS_KERNELS.move_to_end(key)
             return found
+    functions = pickle.loads(payload) if payload else None
     kernel = BlockKernel(name, texts, np.dtype(out_dtype), functions, counts)
     with _LOCK:
         found = _PROCESS_KERNELS.setdefault(key, kernel)
