@@ -12,7 +12,8 @@ as skipped. (Never `BackendIsNotSupposedToImplementIt`: the runner counts that o
 
 A rep compiles once and runs many times: when the model fixes every input shape, `prepare` runs
 the function once on zeros of those shapes, which traces and compiles it (and turns a refusal met
-while tracing into the SkipTest); later runs at those shapes reuse the compiled plan.
+while tracing into the SkipTest); later runs at those shapes reuse the compiled plan. Only up to
+`WARM_UP_BYTES` of zeros: the shapes are the (untrusted) file's claim.
 
 Must not: know any op's meaning (the handlers do).
 """
@@ -62,14 +63,24 @@ class FusebindRep(BackendRep):
         return self.imported.explain(*inputs)
 
 
+#: the most bytes of zeros `prepare` allocates to warm a model up: the input shapes are the file's
+#: claim (an untrusted one: [100000, 100000] is 40 GB); beyond this the first real run compiles
+WARM_UP_BYTES = 64 << 20
+
+
 def _warm_up(imported: ImportedModel) -> None:
-    """Trace and compile at the model's own input shapes, when it fixes them all."""
+    """Trace and compile at the model's own input shapes, when it fixes them all (and they are small)."""
     if imported.params:  # zeros are no values for a shape or axes input: the first real run compiles
         return
     zeros = []
+    total = 0
     for shape, dtype in imported.input_types:
         if shape is None or dtype is None or any(d is None for d in shape):
             return
+        total += int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize
+        if total > WARM_UP_BYTES:
+            return
+    for shape, dtype in imported.input_types:
         zeros.append(np.zeros(shape, dtype=dtype))
     try:
         imported.run(*zeros)

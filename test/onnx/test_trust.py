@@ -332,3 +332,17 @@ def test_a_component_swapped_for_a_symlink_after_the_check_is_refused(weights_di
     with pytest.raises(ExternalDataRefused, match=r"location 'sub/w.bin' cannot be opened as a plain file under the "
                        r"directory \((Not a directory|Too many levels of symbolic links)\)"):
         external_data.open_under(str(weights_dir), "sub/w.bin", "initializer 'w'")
+
+
+def test_prepare_warms_up_only_on_inputs_of_a_bounded_size(monkeypatch) -> None:
+    """The backend's warm-up allocates zeros of the declared input shapes: a file's claim. Beyond
+    WARM_UP_BYTES it leaves compiling to the first real run instead of allocating (40 GB here)."""
+    import fusebind.onnx.backend as backend
+
+    monkeypatch.setattr(backend, "WARM_UP_BYTES", 16)
+    small = backend.prepare(add_model(numpy_helper.from_array(W, "w")))  # the kernel the other tests compile
+    assert len(small.imported._fns) == 1  # warmed up: 4 float32 are 16 bytes
+    huge = graph_model([helper.make_node("Relu", ["x"], ["y"])], inputs=(("x", [100000, 100000]),),
+                       outputs=(("y", [100000, 100000]),))
+    rep = backend.prepare(huge)
+    assert rep.imported._fns == {}
