@@ -339,6 +339,10 @@ class DaskJitFunction:
         arrays: list[Any] = []
         for i, x in enumerate(args):
             if isinstance(x, da.Array):
+                if any(np.isnan(c) for dim in x.chunks for c in dim):
+                    raise FusebindValueError(
+                        f"fusebind.dask.jit({self.name}): argument #{i} has unknown chunk sizes (shape "
+                        f"{x.shape}); kernels are compiled per block shape: call x.compute_chunk_sizes() first")
                 arrays.append(x)
             elif isinstance(x, np.ndarray):
                 arrays.append(da.from_array(x, chunks=x.shape or ()))

@@ -192,3 +192,10 @@ def test_a_scalar_result_feeds_the_next_kernel():
     got = f(da.from_array(X, chunks=(512, 128))).compute()
     assert got.shape == () and got.dtype == np.float32
     np.testing.assert_allclose(got, (X.astype(np.float64) ** 2).sum() * 0.5 + 1.0, rtol=1e-6)
+
+
+def test_unknown_chunk_sizes_are_a_clear_error():
+    x = da.from_array(X, chunks=(512, 128))
+    rows = x[x[:, 0] > 0]  # boolean indexing: dask no longer knows the chunk sizes
+    with pytest.raises(FusebindValueError, match=r"argument #0 has unknown chunk sizes .*compute_chunk_sizes\(\)"):
+        fbd.jit(lambda x: x + 1.0)(rows)
