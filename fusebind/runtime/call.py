@@ -1,6 +1,7 @@
 """Calling one kernel on numpy arrays of fixed shapes, cheaply and repeatedly.
 
-Owns `SPLIT_THRESHOLD`, the split thread pool (`split_pool`) and
+Owns `SPLIT_THRESHOLD` (native pool) and `PY_SPLIT_THRESHOLD` (Python
+threads), `split_tasks` (how many chunks), the Python split pool (`split_pool`) and
 `KernelCall`, the fallback call path (plans use the thunk, thunk.py, when
 it is available): the memref descriptors of one kernel call are built once
 (per plan) with their sizes and strides; a call only patches the data
@@ -8,7 +9,8 @@ pointers and makes the foreign call. Broadcast operands of static
 elementwise kernels get stride-0 dims in their descriptors (no views are
 made). Large splittable calls (elementwise over a leading axis, with a
 kernel compiled for dynamic shapes) are cut into chunks along axis 0 and run
-on a small thread pool: ctypes releases the GIL during the call.
+on a Python thread pool (ctypes releases the GIL during the call); the thunk
+path (steps.py) runs them on the native pool (pool.py) instead.
 
 An ABI v2 kernel (`signature.status`) gets one more descriptor per chunk, its
 status: each call points it at a fresh zeroed array, and a set status raises
@@ -40,8 +42,20 @@ from fusebind.runtime.kernel import Kernel, new_status, status_error
 from fusebind.runtime.session import default_session
 
 #: Below this many output elements a call is not split (on the native pool,
-#: pool.py). PLACEHOLDER: set from the crossover measured in docs/THREADS.md.
-SPLIT_THRESHOLD = 500_000
+#: pool.py; docs/THREADS.md has the commands and numbers). Measured on this
+#: 2-core host: a native hand-off costs ~3-9 us (an empty 2-task job through
+#: the thunk: 3.4 us against 0.6 us for one plain call; the pool alone 0.2-3 us
+#: over a ctypes call), against 28-130 us for the Python-thread pool;
+#: relu(a*b+c) f32 runs at ~0.45 ns/element on one core (5e4 elements: 22 us).
+#: The split pays once the half it saves exceeds the hand-off:
+#: n > h / (t_e * (1 - 1/s)) = 5 us / (0.45 ns * (1 - 1/1.6)) ~ 3e4 for a
+#: memory-bound kernel scaling 1.6x on 2 cores (compute-bound ones, GELU-tanh
+#: at ~6 ns/element, from ~2e3). 65536 is ~2x that crossover (the smallest
+#: size cut into two CHUNK_ELEMS chunks), 7.6x lower than the Python pool's.
+#: Wall-clock speed-ups could not be confirmed here: the host ran at a load
+#: of 8-10 on 2 cores (this process got ~0.3 of a core, cpu/wall), where no
+#: split (native or Python) pays below ~1e7 elements.
+SPLIT_THRESHOLD = 65_536
 #: Below this many output elements a call is not split on the Python-thread
 #: pool (`split_pool`, used only where the native pool is unavailable): a
 #: hand-off there costs ~45 us (PERFORMANCE.md; ~28 us measured here: pool

@@ -267,3 +267,31 @@ def test_a_jitted_split_call_runs_on_the_native_pool() -> None:
     np.testing.assert_array_equal(two(a, b), one(a, b))
     np.testing.assert_array_equal(two(a, b), np.maximum(a * b - np.float32(17.0), 0))
     assert "split over 2 threads" in two.explain(a, b)
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_a_row_reduction_kernel_is_bitwise_equal_at_1_2_4_8_threads(pools) -> None:
+    """A jitted softmax (row-wise: max and sum over axis 1) is split by rows; each row is reduced
+    by one thread in the kernel's own order, so the values are bitwise the same at any thread
+    count and any chunking: the MLIR-compiled kernel itself, run through pools of 1, 2, 4, 8."""
+    from fusebind.runtime.call import SPLIT_THRESHOLD, split_tasks
+
+    rows = SPLIT_THRESHOLD // 257 + 3
+    x = np.random.default_rng(5).standard_normal((rows, 257), dtype=np.float32) * np.float32(3)
+    f = fb.jit(_softmax, threads=2)
+    np.testing.assert_allclose(f(x), _softmax(x), rtol=2e-6, atol=1e-7)
+    split = [d for d in f.executor(x).plan_for([x]).decisions if d.splits > 1]
+    assert len(split) == 1 and "split over 2 threads" in f.explain(x), f.explain(x)
+    kernel = split[0].kernel.row.kernel  # the resolved row's kernel (compiled for dynamic shapes)
+    want = _plain(kernel, x)
+    np.testing.assert_array_equal(f(x), want)
+    for threads in THREADS:
+        for chunks in (split_tasks(x.size, rows), 7, rows):
+            par = ParallelThunkCall(kernel, [x.shape, x.shape], pools[threads], chunks, threads, [0, 0])
+            out = np.empty_like(x)
+            assert par.function(x, out) is out
+            np.testing.assert_array_equal(out, want, err_msg=f"threads={threads} chunks={chunks}")
