@@ -274,6 +274,16 @@ def _fake_child(tmp_path: Path, body: str) -> str:
     return str(script)
 
 
+#: a stand-in child that answers every request with the model unchanged (starts in milliseconds: no onnx)
+ECHO = """import struct
+stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+while len(head := stdin.read(12)) == 12:
+    data = stdin.read(struct.unpack("<IQ", head)[1])
+    stdout.write(struct.pack("<BQ", 0, len(data)) + data)
+    stdout.flush()
+"""
+
+
 def test_a_crash_of_onnx_passes_refuses_the_model_and_the_caller_lives(tmp_path: Path, monkeypatch) -> None:
     model = add_model(numpy_helper.from_array(W, "w"))
     monkeypatch.setattr(trust_worker, "_child", None)
@@ -283,10 +293,13 @@ def test_a_crash_of_onnx_passes_refuses_the_model_and_the_caller_lives(tmp_path:
     assert str(info.value) == ("fusebind.onnx: onnx's version converter / shape inference failed on this model in the "
                                "child process that runs them (it was killed by SIGABRT); the model is refused (for a "
                                "file you trust, trusted=True runs them in this process)")
+    assert trust_worker._child is None
     np.testing.assert_array_equal(load(model, trusted=True)(X), X + W)  # in process: no child involved
-    monkeypatch.undo()
-    monkeypatch.setattr(trust_worker, "_child", None)
+    assert trust_worker._child is None
+    monkeypatch.setattr(trust_worker, "_SCRIPT", _fake_child(tmp_path, ECHO))
     np.testing.assert_array_equal(load(model)(X), X + W)  # a fresh child serves the next model
+    assert trust_worker._child is not None and trust_worker._child.served == 1
+    trust_worker._child.close()
 
 
 def test_a_child_that_hangs_is_killed_after_the_timeout(tmp_path: Path, monkeypatch) -> None:
@@ -297,8 +310,10 @@ def test_a_child_that_hangs_is_killed_after_the_timeout(tmp_path: Path, monkeypa
     assert trust_worker._child is None
 
 
-def test_the_child_is_replaced_after_a_fork_and_after_its_request_budget(monkeypatch) -> None:
+def test_the_child_is_replaced_after_a_fork_and_after_its_request_budget(tmp_path: Path, monkeypatch) -> None:
     model = add_model(numpy_helper.from_array(W, "w"))
+    monkeypatch.setattr(trust_worker, "_child", None)
+    monkeypatch.setattr(trust_worker, "_SCRIPT", _fake_child(tmp_path, ECHO))
     import_model(model)
     first = trust_worker._child
     assert first is not None and first.proc.poll() is None
@@ -310,6 +325,7 @@ def test_the_child_is_replaced_after_a_fork_and_after_its_request_budget(monkeyp
     import_model(model)
     assert trust_worker._child is not second and second.proc.poll() is None
     second.close()
+    trust_worker._child.close()
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="O_NOFOLLOW / dir_fd semantics checked on Linux")
