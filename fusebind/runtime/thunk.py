@@ -4,6 +4,10 @@ Owns `thunk_ir` (the LLVM IR of a thunk for one kernel signature: dtype and
 rank per operand), `thunk_for(signature)` (compiled once per signature and
 process) and `ThunkCall`: a thunk bound to one kernel and the dims it
 accepts, exposed as a CPython builtin function (`ThunkCall.function`).
+`ParallelThunkCall` is its parallel-for variant: the same checks, then one
+GIL release around `fb_pool_run` (pool.py), whose tasks call the kernel on
+chunks of the operands along axis 0 (descriptors copied and offset per
+chunk, in the task); docs/THREADS.md.
 
 Why: building memref descriptors in Python costs ~17 us per call, and even
 a ctypes call that passes one Python object costs ~0.3 us (PERFORMANCE.md;

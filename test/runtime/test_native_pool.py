@@ -295,3 +295,31 @@ def test_a_row_reduction_kernel_is_bitwise_equal_at_1_2_4_8_threads(pools) -> No
             out = np.empty_like(x)
             assert par.function(x, out) is out
             np.testing.assert_array_equal(out, want, err_msg=f"threads={threads} chunks={chunks}")
+
+
+def test_a_forked_child_runs_split_calls_alone_and_gets_a_pool_of_its_own(kernels, pools) -> None:
+    """The parent's workers do not exist in a forked child: a parallel call bound in the parent
+    runs every chunk on the calling thread (it claims them all), and process_pool() is new."""
+    import os
+
+    k = kernels["fast"]
+    x = _rand(97)
+    want = _plain(k, x)
+    par = ParallelThunkCall(k, [x.shape, x.shape], pools[4], 9, 4, [0, 0])
+    parent_pool = process_pool()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report through the pipe, never return into pytest
+        ok = 0
+        try:
+            out = np.empty_like(x)
+            ok = int(par.function(x, out) is out and np.array_equal(out, want)
+                     and process_pool() is not parent_pool and process_pool().threads == parent_pool.threads)
+        finally:
+            os.write(write, bytes([ok]))
+            os._exit(0)
+    os.close(write)
+    got = os.read(read, 1)
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert got == b"\x01"
