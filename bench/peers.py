@@ -101,9 +101,9 @@ def numexpr_candidate(w: Workload, xs: Sequence[np.ndarray], out: np.ndarray) ->
 def _numba_jit(py_func: Callable[..., None], parallel: bool) -> Any:
     import numba
 
-    from bench import workloads
+    from bench import peers_kernels
 
-    workloads.prange = numba.prange  # the kernels' `prange` global, read by numba at compile time
+    peers_kernels.prange = numba.prange  # the kernels' `prange` global, read by numba at compile time
     return numba.njit(parallel=parallel, fastmath=True, cache=False)(py_func)
 
 

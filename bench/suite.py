@@ -3,40 +3,31 @@
 Run:  python -m bench.suite [--quick] [--only PATTERN] [--out bench/RESULTS.md]
   or  python bench/suite.py …
 
-Owns: the sections (workload tables, two threads, call overhead, compile
-latency and new-process cache hits, temporaries), the summary against the
-targets, and writing its block between `<!-- suite:begin -->` and
+Owns: the sections (workload tables, from bench/peers_tables.py; two threads;
+call overhead; compile latency and cache hits, from bench/bench_compile.py;
+temporaries), the summary against the targets, and writing its block between `<!-- suite:begin -->` and
 `<!-- suite:end -->` in the results file (the rest of the file is left alone).
 
 The measuring process is always a child started with OPENBLAS_CORETYPE and
 OPENBLAS_L2_SIZE removed from its environment (they can select a slower
 OpenBLAS kernel); the header records what the parent had. Every candidate's
 result is checked against numpy before it is timed; a wrong one is marked ✗.
-Single-thread comparisons limit BLAS to one thread (threadpoolctl) and numexpr
-to one thread; numba's single-thread kernel is compiled without `parallel`.
+The workload tables run in two more children: one pinned to one core (every
+peer, XLA included, on one core), one with every peer at its default threads.
 """
 
 from __future__ import annotations
 
-import os
-
-if os.environ.get(PIN_ENV := "FB_BENCH_PIN_CORE"):  # the one-core child: pinned before numpy/BLAS/jax/torch
-    os.sched_setaffinity(0, {int(os.environ[PIN_ENV])})  # start a thread, so every thread inherits the mask
-
 import argparse
-import dataclasses
-import fnmatch
 import json
 import math
+import os
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 if __package__ in (None, ""):  # `python bench/suite.py`: make `bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -45,283 +36,13 @@ import numpy as np
 
 from bench import peers
 from bench.bench_compile import child_env, first_call_summary, run_child, run_compile, run_first_calls
-from bench.timing import environment_header, fmt_ratio, fmt_time, markdown_table, measure_interleaved
-from bench.workloads import WORKLOADS, Workload, prim_func_text, workload
+from bench.peers_tables import (Config, Results, measure, peer_summary, run_workloads, single_thread_peers,
+                                sol_of)
+from bench.timing import environment_header, fmt_ratio, fmt_time, markdown_table
+from bench.workloads import workload
 
 BEGIN, END = "<!-- suite:begin -->", "<!-- suite:end -->"
 REMOVED_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-QUICK_KEEP_LARGE = "relu(a*b+c)"
-#: Candidates that are bounds to compare against, not the workload's math: never checked against numpy.
-REFERENCE_KERNELS = ("SOL", "empty", "BLAS")  # --quick drops 1e7 / 4096x1024 except for this workload
-
-
-@dataclass
-class Config:
-    quick: bool
-    only: str | None
-
-    @property
-    def budget_s(self) -> float:
-        return 0.25 if self.quick else 1.0
-
-    @property
-    def rounds(self) -> tuple[int, int]:
-        return (3, 12) if self.quick else (7, 40)
-
-    def selected(self, *names: str) -> bool:
-        if not self.only:
-            return True
-        pat = self.only if any(c in self.only for c in "*?[") else f"*{self.only}*"
-        return any(fnmatch.fnmatch(n.lower(), pat.lower()) for n in names)
-
-    def sizes(self, w: Workload) -> list[str]:
-        out = list(w.sizes)
-        if self.quick and w.name != QUICK_KEEP_LARGE:
-            out = [s for s in out if s not in ("1e7", "4096x1024", "T=256,D=512", "T=1024,d=64")]
-        return out
-
-
-@dataclass
-class Row:
-    """One measured candidate (or an unavailable one) for one workload size."""
-
-    workload: str
-    size: str
-    name: str
-    min: float | None = None
-    median: float | None = None
-    check: str = ""
-    note: str = ""
-    #: "1": the one-core table (the child pinned to one core); "all": every peer at its default threads
-    cores: str = "1"
-
-
-@dataclass
-class Results:
-    rows: list[Row] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def get(self, workload_name: str, size: str, name: str, cores: str = "1") -> Row | None:
-        for r in self.rows:
-            if (r.workload == workload_name and r.size == size and r.name == name and r.min is not None
-                    and r.cores == cores):
-                return r
-        return None
-
-
-# ---------------------------------------------------------------------------------------------
-
-@contextmanager
-def single_thread_peers() -> Iterator[None]:
-    """BLAS and numexpr on one thread for the single-thread comparisons (restored after)."""
-    with ExitStack() as stack:
-        try:
-            from threadpoolctl import threadpool_limits
-
-            stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
-        except ImportError:
-            pass
-        try:
-            import numexpr as ne
-
-            old = ne.set_num_threads(1)
-            stack.callback(ne.set_num_threads, old)
-        except ImportError:
-            pass
-        yield
-
-
-def check(c: peers.Candidate, ref: np.ndarray, w: Workload) -> str:
-    """'✓' or '✗ <why>': the candidate's result against the numpy reference (values and float32)."""
-    try:
-        got = np.asarray(c.run()).copy()
-    except Exception as exc:
-        return f"✗ raised {type(exc).__name__}: {str(exc)[:80]}"
-    if got.shape != ref.shape:
-        return f"✗ shape {got.shape} != {ref.shape}"
-    if got.dtype != np.float32:
-        return f"✗ dtype {got.dtype} (expected float32)"
-    if not np.allclose(got, ref, rtol=w.rtol, atol=w.atol, equal_nan=True):
-        err = float(np.nanmax(np.abs(got.astype(np.float64) - ref)))
-        return f"✗ max abs err {err:.3g}"
-    return "✓"
-
-
-def measure(built: Sequence[peers.Built], ref: np.ndarray, w: Workload, size: str, cfg: Config,
-            out: np.ndarray | None = None) -> list[Row]:
-    """Check each candidate (the shared `out` is poisoned with NaN first), then time them interleaved."""
-    rows: list[Row] = []
-    cands: dict[str, Callable[[], object]] = {}
-    for b in built:
-        if isinstance(b, peers.Unavailable):
-            rows.append(Row(w.name, size, b.name, check=f"unavailable ({b.reason})"))
-            continue
-        if out is not None:
-            out.fill(np.nan)
-        if b.name.startswith(REFERENCE_KERNELS):
-            verdict = "n/a (reference kernel, not the workload's math)"
-        else:
-            verdict = check(b, ref, w)
-        rows.append(Row(w.name, size, b.name, check=verdict, note=b.note))
-        cands[b.name] = b.run
-    lo, hi = cfg.rounds
-    timings = measure_interleaved(cands, budget_s=cfg.budget_s, lo=lo, hi=hi)
-    for r in rows:
-        if r.name in timings:
-            r.min, r.median = timings[r.name].min, timings[r.name].median
-    return rows
-
-
-def candidates_for(w: Workload, xs: list[np.ndarray], out: np.ndarray, *, with_sol: bool = True,
-                   numba_jit: bool = True, cores: str = "1", compilers: bool = True,
-                   torch_compile: bool = True) -> list[peers.Built]:
-    """Every candidate for one workload size.
-
-    cores="1": the one-core table (SOL kernels if `with_sol` and the workload has one, ORT at one
-    thread, fusebind at threads=1); cores="all": every peer at its default threads (numba parallel,
-    ORT default, fusebind's default). `compilers` adds the jax.jit and torch.compile columns;
-    `numba_jit=False` interprets the numba kernel and `torch_compile=False` runs torch eagerly (correctness
-    tests without compile time).
-    """
-    one = cores == "1"
-    built: list[peers.Built] = [peers.numpy_candidate(w, xs), peers.numpy_out_candidate(w, xs, out)]
-    if w.group in ("matmul",):
-        if one:
-            built += [peers.blas_alone_candidate(xs, out), peers.fb_blas_epilogue_candidate(w, xs, out)]
-    elif w.group in ("mlp", "attention", "swiglu", "mha"):
-        if one:
-            built += [peers.fb_block_candidate(w, xs, out)]
-    else:
-        built += [peers.numexpr_candidate(w, xs, out),
-                  peers.numba_candidate(w, xs, out, jit=numba_jit, parallel=not one, threads=None)]
-        if one:
-            built += [peers.fb_kernel_candidate(w, xs, out)]
-            if w.has_sol and with_sol:
-                built += peers.sol_candidates(w, xs, out)
-    built += [peers.onnxruntime_candidate(w, xs, threads=1 if one else 0)]
-    if compilers:
-        from bench.peers_jax import jax_candidate
-        from bench.peers_torch import torch_candidate
-
-        built += [jax_candidate(w, xs), torch_candidate(w, xs, compile=torch_compile)]
-    built += [peers.fusebind_candidate(w, xs, threads=1 if one else None)]
-    return built
-
-
-def sol_of(rows: Sequence[Row]) -> Row | None:
-    sols = [r for r in rows if r.name.startswith("SOL") and r.min is not None]
-    return min(sols, key=lambda r: r.min or 0.0) if sols else None
-
-
-def workload_table(w: Workload, rows: list[Row]) -> str:
-    """One table per workload: every size x candidate, times and ratios."""
-    out = []
-    by_size: dict[str, list[Row]] = {}
-    for r in rows:
-        by_size.setdefault(r.size, []).append(r)
-    for size, rs in by_size.items():
-        sol = sol_of(rs)
-        base = {n: next((r for r in rs if r.name == n and r.min), None)
-                for n in ("numpy", "fb-kernel", "fusebind", "BLAS matmul alone")}
-        for r in rs:
-            def rel(other: Row | None, inverse: bool = False) -> str:
-                if r.min is None or other is None or other.min is None:
-                    return "—"
-                return fmt_ratio(other.min / r.min if inverse else r.min / other.min)
-            ref_fb = base["fusebind"] or base["fb-kernel"]
-            out.append((size, r.name, fmt_time(r.min) if r.min else r.check, fmt_time(r.median),
-                        rel(sol) if sol else (rel(base["BLAS matmul alone"]) if base["BLAS matmul alone"] else "—"),
-                        rel(base["numpy"], inverse=True), rel(ref_fb), r.check if r.min else "", r.note))
-    headers = ["size", "candidate", "min", "median", "time/SOL" if w.has_sol else "time/BLAS",
-               "numpy ÷ time", "time ÷ fusebind", "check", "note"]
-    return markdown_table(headers, out)
-
-
-def measure_workloads(cfg: Config, cores: str) -> list[Row]:
-    """Every selected workload x size x candidate, in this process (a child: pinned when cores="1")."""
-    rows: list[Row] = []
-    for w in WORKLOADS:
-        if not cfg.selected(w.name, w.group):
-            continue
-        for size in cfg.sizes(w):
-            xs = w.inputs(size)
-            ref = w.reference(*xs)
-            out = np.empty(ref.shape, np.float32)
-            with single_thread_peers() if cores == "1" else ExitStack():
-                built = candidates_for(w, xs, out, cores=cores)
-                got = measure(built, ref, w, size, cfg, out)
-            for r in got:
-                r.cores = cores
-            rows += got
-            print(f"  [{cores} core{'s' if cores == 'all' else ''}] {w.name} {size}: "
-                  + ", ".join(f"{r.name} {fmt_time(r.min)}" for r in got), flush=True)
-    return rows
-
-
-def pin_core() -> int:
-    """The core the one-core child is pinned to: the last in this process's affinity mask."""
-    return max(os.sched_getaffinity(0))
-
-
-def workload_rows_in_child(cfg: Config, cores: str) -> tuple[list[Row], dict[str, Any]]:
-    """Run `measure_workloads` in a fresh child: pinned to `pin_core()` from its first line when cores="1"
-    (thread flags are not honoured by every peer: XLA uses every core it may run on), at the defaults
-    otherwise. Returns its rows and what it saw (affinity, thread counts)."""
-    with tempfile.TemporaryDirectory(prefix="fb-suite-rows-") as tmp:
-        path = Path(tmp) / "rows.json"
-        cmd = [sys.executable, "-m", "bench.suite", "--workloads-child", cores, "--rows-out", str(path)]
-        cmd += ["--quick"] if cfg.quick else []
-        cmd += ["--only", cfg.only] if cfg.only else []
-        env = child_env({PIN_ENV: str(pin_core())} if cores == "1" else None)
-        if cores != "1":
-            env.pop(PIN_ENV, None)
-        code = subprocess.call(cmd, env=env, cwd=str(Path(__file__).resolve().parent.parent))
-        if code != 0 or not path.exists():
-            raise RuntimeError(f"the {cores}-core workload child failed (exit {code})")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    return [Row(**r) for r in data["rows"]], data["seen"]
-
-
-def run_workloads(cfg: Config, res: Results, out_md: list[str]) -> None:
-    selected = [w for w in WORKLOADS if cfg.selected(w.name, w.group)]
-    if not selected:
-        return
-    seen: dict[str, dict[str, Any]] = {}
-    for cores in ("1", "all"):
-        rows, seen[cores] = workload_rows_in_child(cfg, cores)
-        res.rows += rows
-    res.extra["workload_children"] = seen
-    out_md += ["### How the workload tables were run", "",
-               f"One core: a child process pinned with `os.sched_setaffinity` to core {seen['1'].get('affinity')} "
-               "before numpy, BLAS, jax or torch start a thread (XLA does not honour its one-thread flags); BLAS "
-               "and numexpr are also limited to one thread. All cores: a second child, every peer at its default "
-               f"(affinity {seen['all'].get('affinity')}; numba parallel, ORT default threads, fusebind's default "
-               "threads). jax.jit: XLA CPU, device-resident inputs, `block_until_ready`. torch.compile: Inductor "
-               "default mode, `dynamic=False` per size, `torch.from_numpy` views, `torch.inference_mode()`.", ""]
-    for w in selected:
-        sol_note = ("SOL = the faster of np.copyto and a numba loop with the same full-size reads and one write"
-                    if w.has_sol else "ratio column: time / np.matmul alone" if w.group == "matmul" else "")
-        out_md += [f"### {w.name} ({w.group})", "", (w.note + ". " if w.note else "") + sol_note, ""]
-        for cores, title in (("1", "One core"), ("all", "All cores")):
-            rows = [r for r in res.rows if r.workload == w.name and r.cores == cores]
-            if rows:
-                out_md += [f"**{title}**", "", workload_table(w, rows), ""]
-
-
-def workloads_child_main(cfg: Config, cores: str, rows_out: Path) -> int:
-    """The `--workloads-child` entry: measure, then write the rows and what this process saw as JSON."""
-    rows = measure_workloads(cfg, cores)
-    seen: dict[str, Any] = {"affinity": sorted(os.sched_getaffinity(0))}
-    try:
-        import torch
-
-        seen["torch_threads"] = torch.get_num_threads()
-    except ImportError:
-        pass
-    rows_out.write_text(json.dumps({"rows": [dataclasses.asdict(r) for r in rows], "seen": seen}), encoding="utf-8")
-    return 0
-
-
 # ---------------------------------------------------------------------------------------------
 
 def run_threads(cfg: Config, res: Results, out_md: list[str]) -> None:
@@ -558,41 +279,6 @@ def summary(res: Results) -> str:
                           rows)
 
 
-#: The peers of the "Peers ÷ fusebind" summary, per table (one core, all cores).
-SUMMARY_PEERS = {"1": ("numpy", "numpy out=", "numexpr", "numba", "ORT 1t", "XLA (jax.jit)",
-                       "Inductor (torch.compile)"),
-                 "all": ("numpy", "numpy out=", "numexpr", "numba parallel", "ORT default", "XLA (jax.jit)",
-                         "Inductor (torch.compile)")}
-
-
-def peer_ratios(res: Results, peer: str, cores: str) -> list[tuple[str, float]]:
-    """(workload size, peer time ÷ fusebind time) wherever both were measured and checked ✓."""
-    out = []
-    for r in res.rows:
-        if r.cores != cores or r.name != "fusebind" or r.min is None or r.check != "✓":
-            continue
-        p = res.get(r.workload, r.size, peer, cores)
-        if p is not None and p.check == "✓" and p.min:
-            out.append((f"{r.workload} {r.size}", p.min / r.min))
-    return out
-
-
-def peer_summary(res: Results) -> str:
-    """Per peer and table: the geomean of peer/fusebind over the workload sizes, and the minimum (where)."""
-    rows = []
-    for cores, title in (("1", "one core"), ("all", "all cores")):
-        for peer in SUMMARY_PEERS[cores]:
-            rs = peer_ratios(res, peer, cores)
-            if not rs:
-                rows.append((title, peer, "—", "—", "", 0))
-                continue
-            geo = math.exp(sum(math.log(v) for _, v in rs) / len(rs))
-            where, low = min(rs, key=lambda t: t[1])
-            res.extra[f"peers:{cores}:{peer}"] = (geo, low, where)
-            rows.append((title, peer, fmt_ratio(geo), fmt_ratio(low), where, len(rs)))
-    return markdown_table(["table", "peer", "geomean peer ÷ fusebind", "minimum", "minimum at", "sizes"], rows)
-
-
 # ---------------------------------------------------------------------------------------------
 
 def write_block(path: Path, block: str) -> None:
@@ -650,15 +336,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
                     help="results file; the suite replaces its block between the suite markers")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--workloads-child", choices=("1", "all"), help=argparse.SUPPRESS)
-    ap.add_argument("--rows-out", help=argparse.SUPPRESS)
     ap.add_argument("--parent-env", default="{}", help=argparse.SUPPRESS)
     ap.add_argument("--command", default="python -m bench.suite", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     argv_list = list(sys.argv[1:] if argv is None else argv)
-    if args.workloads_child:
-        return workloads_child_main(Config(quick=args.quick, only=args.only), args.workloads_child,
-                                    Path(args.rows_out))
     if not args.child:
         parent_env = {k: os.environ.get(k) for k in REMOVED_ENV}
         shown = " ".join(["python -m bench.suite", *argv_list])

@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 from bench import peers
-from bench.suite import (BEGIN, END, PIN_ENV, REFERENCE_KERNELS, Results, Row, candidates_for, check, peer_ratios,
-                         peer_summary, write_block)
+from bench.peers_tables import (PIN_ENV, REFERENCE_KERNELS, Results, Row, candidates_for, check, peer_ratios,
+                                peer_summary)
+from bench.suite import BEGIN, END, write_block
 from bench.timing import measure_interleaved
 from bench.workloads import WORKLOADS, Workload, workload
 
@@ -184,9 +185,9 @@ def test_peer_summary_is_the_geomean_and_minimum_of_peer_over_fusebind() -> None
 
 
 def test_one_core_child_is_pinned_before_numpy_starts() -> None:
-    """FB_BENCH_PIN_CORE pins the process at bench.suite's first line, so BLAS sizes its pool for one core."""
+    """FB_BENCH_PIN_CORE pins the process at bench.peers_tables' first lines, so BLAS sizes its pool for one core."""
     core = max(os.sched_getaffinity(0))
-    code = ("import os, json, bench.suite, numpy\n"
+    code = ("import os, json, bench.peers_tables, numpy\n"
             "try:\n    from threadpoolctl import threadpool_info\nexcept ImportError:\n    threadpool_info = list\n"
             "blas = [i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas']\n"
             "print(json.dumps({'aff': sorted(os.sched_getaffinity(0)), 'blas': blas}))")
