@@ -125,6 +125,15 @@ def run_once(version: str, x: Any, client: Any, fb_fn: Any) -> dict[str, Any]:
             "written": written, "result": np.asarray(result)}
 
 
+def _version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
 def _gib(n: float) -> str:
     return f"{n / 2 ** 30:.2f} GiB" if n >= 2 ** 28 else f"{n / 2 ** 20:.1f} MiB"
 
@@ -175,6 +184,7 @@ def bench(gib: float, cols: int, chunk_mib: float, repeat: int, scheduler: str) 
     text = "\n".join([
         f"- data: {rows} x {cols} float32 ({_gib(rows * cols * 4)}), chunks of {chunk_rows} rows "
         f"({_gib(chunk_rows * cols * 4)}, {-(-rows // chunk_rows)} chunks), made by dask.array.random in the tasks",
+        f"- dask {_version('dask')}, distributed {_version('distributed')}",
         f"- scheduler: {'LocalCluster(n_workers=2, threads_per_worker=1, processes=True)' if scheduler == 'cluster' else 'synchronous'}",
         f"- fusebind.dask is {speed:.2f}x plain dask.array's compute time (best of {repeat})",
         "",

@@ -199,3 +199,11 @@ def test_unknown_chunk_sizes_are_a_clear_error():
     rows = x[x[:, 0] > 0]  # boolean indexing: dask no longer knows the chunk sizes
     with pytest.raises(FusebindValueError, match=r"argument #0 has unknown chunk sizes .*compute_chunk_sizes\(\)"):
         fbd.jit(lambda x: x + 1.0)(rows)
+
+
+def test_the_threaded_scheduler_calls_one_kernel_from_many_threads():
+    f = fbd.jit(normalise_gelu)  # the same kernel text as the blockwise test: compiled once per process
+    x = da.from_array(X, chunks=(512, 128))
+    with dask.config.set(scheduler="threads", num_workers=4):
+        got = f(x).compute()
+    np.testing.assert_allclose(got, normalise_gelu(X), rtol=2e-5, atol=2e-5)
