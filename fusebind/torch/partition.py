@@ -156,7 +156,7 @@ class FusedPartition(torch.nn.Module):
         if isinstance(m, (tuple, list)):  # a multi-output node (layer norm's statistics): its getitems are torch's
             return tuple(cls._tensor(x, mx) for x, mx in zip(a, m))
         t = to_torch(a)
-        if t.dim() > 1 and t.numel() > 1 and t.stride() != m.stride():
+        if any(n > 1 and s != sm for n, s, sm in zip(t.shape, t.stride(), m.stride())):
             # torch's ops after this one may read it by its strides (as_strided): lay it out as torch would
             s = torch.empty_strided(tuple(m.shape), m.stride(), dtype=m.dtype)
             s.copy_(t)
