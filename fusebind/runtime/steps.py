@@ -216,8 +216,8 @@ class ThunkStep:
         if splittable and threads > 1 and lead > 1 and out_numel >= SPLIT_THRESHOLD:
             workers = pool(threads)
             if isinstance(workers, NativePool):
-                width = min(threads, workers.threads)
                 tasks = split_tasks(out_numel, lead)
+                width = min(threads, workers.threads, tasks)  # no more threads than chunks
                 if width > 1 and tasks > 1:
                     n_ops = len(in_shapes) + len(out_shapes)
                     blocks = [0] * n_ops + [STATUS_WORDS] * self.status
