@@ -221,3 +221,25 @@ def test_dynamic_shapes_warn_and_stay_correct_static_shapes_stay_fused():
             x = torch.randn(n, 4)
             _same(g(x), fn(x))
     assert len(report) == 2 and all(r.partitions and not r.eager for r in report)
+
+
+def _views(x):
+    y = torch.tanh(x) * 3 + 1
+    return y, y.t(), y[1:, ::2], x.view(-1)  # views of an intermediate and of an input
+
+
+def test_outputs_that_are_views_have_torchs_strides():
+    x = torch.randn(3, 4)
+    got, ref, _ = _run(_views, x)
+    for g, r in zip(got, ref):
+        _same(g, r)
+        assert g.stride() == r.stride()
+    assert got[3].data_ptr() == x.data_ptr()  # a view of the input stays one
+
+
+def test_float_floor_division_is_torchs_not_floor_of_the_quotient():
+    a = torch.tensor([1.0, -1.0, 7.5, -7.5, 5.0, 1e-3])
+    b = torch.tensor([0.1, 0.1, 2.0, 2.0, -0.0, 3e-4])
+    got, ref, _ = _run(lambda a, b: torch.div(a * 1, b, rounding_mode="floor"), a, b)
+    _same(got, ref, rtol=0, atol=0)
+    assert got[0].item() == 9.0  # floor(1.0 / 0.1) would be 10
