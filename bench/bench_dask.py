@@ -16,7 +16,9 @@ written: the `nbytes` of every task result the scheduler records as it enters wo
 scheduler plugin; a dask callback on the local schedulers). That is what each task hands to the
 next through the worker's memory; temporaries inside one task (the per-op arrays of plain dask's
 fused blockwise tasks) are not task results and are not counted, so plain dask's memory traffic is
-higher than its count.
+higher than its count. fusebind.dask's one kernel per chunk is the only reader of a generated
+chunk, so dask fuses the generation into that task and the input chunks are never task results;
+plain dask's graph reads each chunk in several tasks (mean, variance, the rest), so it keeps them.
 
 `--write FILE` replaces the block between `<!-- dask:begin -->` and `<!-- dask:end -->`.
 """
@@ -224,7 +226,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                        "normalise rows, GELU, reduce (bench/bench_dask.py `pipeline`): fusebind.dask against plain "
                        "dask.array. Bytes written: the nbytes of every task result the scheduler records as it "
                        "enters worker memory; temporaries inside a task (plain dask's per-op arrays inside its "
-                       "fused blockwise tasks) are not task results and are not counted.", "",
+                       "fused blockwise tasks) are not task results and are not counted. fusebind.dask's kernel is the only "
+                       "reader of a generated chunk, so dask fuses the generation into that task and the input "
+                       "chunks are never task results; plain dask reads each chunk in several tasks and keeps them.",
+                       "",
                        _header(environment_header(command.strip(), {})), "", text])
     print(block)
     if args.write:

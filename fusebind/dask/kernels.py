@@ -34,7 +34,7 @@ _LOCK = threading.Lock()
 #: the block kernels this process unpickled, by content: every task of a graph unpickles its
 #: kernel, and they all get this one object, so its functions are bound once per process
 _PROCESS_KERNELS: "OrderedDict[str, BlockKernel]" = OrderedDict()
-_PROCESS_KERNELS_MAX = 256  # a long-lived worker keeps the newest kernels only
+_PROCESS_KERNELS_MAX = 64  # a long-lived worker keeps the newest kernels only (each holds JIT memory)
 #: what this process built itself, summed when each function was built (kept past its life)
 _BUILT = {"compiles": 0, "object_cache_hits": 0}
 
