@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 
 #: the API's names other than the array functions
 _API = (
-    "ArgumentError", "CompiledFunction", "ConstantArray", "EntryError", "FusebindAxisError", "FusebindError",
+    "ArraySpec", "ArgumentError", "CompiledFunction", "ConstantArray", "EntryError", "FusebindAxisError", "FusebindError",
     "FusebindIndexError", "FusebindOverflowError", "FusebindValueError", "IndexOutOfBounds", "IntegerPowerError",
     "NumpyMismatchError", "JitFunction", "OpRegistrationError", "TraceError", "UnsupportedOperation", "compile",
     "constant", "jit", "register_op", "VmapFunction", "vmap",

@@ -3,8 +3,8 @@
 Owns nothing but the public names; see trace.py (tracing), functions.py
 (exp, softmax, ...: the op functions are generated from the op registry,
 so their names here are too), ops.py (`register_op`), jit.py (the callable), vmap.py (`vmap`),
-capture.py (scalar arguments, captured arrays, `constant`) and compile.py
-(MLIR input).
+capture.py (scalar arguments, captured arrays, `constant`), compile.py
+(MLIR input) and travel.py (pickling; `ArraySpec`, the shapes `precompile` takes).
 """
 
 from fusebind.api import functions as _functions
@@ -16,13 +16,14 @@ from fusebind.api.errors import (
     IntegerPowerError, NumpyMismatchError, TraceError, UnsupportedOperation,
 )
 from fusebind.api.jit import JitFunction, jit
+from fusebind.api.travel import ArraySpec
 from fusebind.dialect.errors import IndexOutOfBounds
 from fusebind.api.ops import OpRegistrationError, register_op
 from fusebind.api.vmap import VmapFunction, vmap
 
 #: the names that are not array functions (those come from functions.__all__)
 _NAMED = [
-    "ArgumentError", "CompiledFunction", "ConstantArray", "EntryError", "FusebindAxisError", "FusebindError",
+    "ArraySpec", "ArgumentError", "CompiledFunction", "ConstantArray", "EntryError", "FusebindAxisError", "FusebindError",
     "FusebindIndexError", "FusebindOverflowError", "FusebindValueError", "IndexOutOfBounds", "IntegerPowerError",
     "NumpyMismatchError", "JitFunction", "OpRegistrationError", "TraceError", "UnsupportedOperation", "compile",
     "constant", "jit", "register_op", "VmapFunction", "vmap",
