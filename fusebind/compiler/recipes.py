@@ -4,8 +4,9 @@ This module owns `RUNTIME_FUSED_BASE`, `canonical_recipe(region)` (the
 value-name independent text that structural dedup and the object cache key
 on), `as_region(region_or_text)`, and `RecipeRegistry`: it validates a
 `fused.region`, allocates a runtime id from `RUNTIME_FUSED_BASE` upward,
-dedups structurally (equal regions share an id; the first name wins) and
-gives the recipe back by id.
+dedups structurally (equal regions share an id; the first name wins),
+gives the recipe back by id, and is bounded (`trim`: the least recently used
+recipes without a kernel are forgotten; ids are never reused).
 
 There is no process-wide registry here: each runtime `Session` owns one
 (the default session's is the global one), and `OptimizationContext.recipes`
@@ -231,12 +232,13 @@ class RecipeRegistry:
     the id space (ids `base .. base+capacity-1`) so tests can exhaust it.
 
     Bounded (`trim`, docs/SOAK.md): a serving process registers a region per
-    new shape for days, and a recipe holds its region's IR (~30 KB). The
-    session trims at every swap that bound a kernel: every recipe whose id is
-    bound in its table stays, and of the others only the `keep` most recently
-    used (registered or looked up) do; the rest are *forgotten*: their region
-    and text go, a 16-byte digest of their canonical text -> id stays
-    (`FORGOTTEN_LIMIT` of them, oldest dropped first). Ids are never reused
+    new shape for days, and a recipe holds its region's IR (3.8 KB for a
+    one-op region, more for bigger ones). The session trims at every swap
+    that bound a kernel: every recipe whose id is bound in its table stays,
+    and of the others only the `keep` most recently used (registered or
+    looked up) do; the rest are *forgotten*: their region and text go, a
+    16-byte digest of their canonical text -> id stays (~280 B each,
+    `FORGOTTEN_LIMIT` of them, oldest dropped first). Ids are never reused
     (allocated from a counter, not from the count), so a forgotten id never
     names another region; the same region registered again gets its old id
     back (what the JIT's compile records and plans refer to), unless its
@@ -244,8 +246,8 @@ class RecipeRegistry:
     adoption returns). `recipe_of` a forgotten id is an UnknownRecipeError;
     `id_of` a forgotten region is None (nothing registered equals it now)."""
 
-    #: digests of forgotten recipes kept (~100 bytes each: ~6.5 MB at the limit)
-    FORGOTTEN_LIMIT = 1 << 16
+    #: digests of forgotten recipes kept (~280 B each with their dict entry, measured: ~4.6 MB at the limit)
+    FORGOTTEN_LIMIT = 1 << 14
 
     def __init__(self, *, base: int = RUNTIME_FUSED_BASE, capacity: int = 1 << 40) -> None:
         if base < RUNTIME_FUSED_BASE:
