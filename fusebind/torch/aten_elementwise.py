@@ -334,3 +334,8 @@ def _vector_norm(node: Node, x: Any, ord: Any = 2, dim: Any = None, keepdim: boo
     if ord == 2:
         return np.sqrt(np.sum(x * x, axis=axes, keepdims=keepdim))
     return np.max(np.abs(x), axis=axes, keepdims=keepdim)
+
+
+@rule(aten.elu.default, check=_float_operand)
+def _elu(node: Node, x: Any, alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0) -> Any:
+    return np.where(x > 0, x * scale, np.expm1(x * input_scale) * (alpha * scale))

@@ -275,3 +275,39 @@ def _adaptive_avg_pool(node: Node, x: Any, out: Any) -> Any:
     if oh == 1 and ow == 1:
         return cast(fb.nn.global_avg_pool(wide(x)), meta(node).dtype)
     return cast(np.mean(np.reshape(wide(x), (n, c, oh, h // oh, ow, w // ow)), axis=(3, 5)), meta(node).dtype)
+
+
+@rule(aten.native_group_norm.default, check=_layer_norm_check)
+def _group_norm(node: Node, x: Any, w: Any, b: Any, n: int, c: int, hw: int, groups: int, eps: float) -> Any:
+    shape = x.shape
+    x, w, b = wide(x), wide(w), wide(b)
+    g = np.reshape(x, (int(n), int(groups), -1))
+    mean = np.mean(g, axis=2, keepdims=True)
+    d = g - mean
+    rstd = 1.0 / np.sqrt(np.mean(d * d, axis=2, keepdims=True) + eps)
+    y = np.reshape(d * rstd, shape)
+    if w is not None:
+        y = y * _channel(w, len(shape))
+    if b is not None:
+        y = y + _channel(b, len(shape))
+    stats = (np.reshape(mean, (int(n), int(groups))), np.reshape(rstd, (int(n), int(groups))))
+    return tuple(cast(v, m.dtype) for v, m in zip((y, *stats), meta(node)))
+
+
+def _pad_check(node: Node) -> str | None:
+    if any(int(p) < 0 for p in node.args[1]):
+        return "constant_pad_nd with a negative pad (a crop)"
+    return None
+
+
+@rule(aten.constant_pad_nd.default, check=_pad_check)
+def _constant_pad(node: Node, x: Any, pad: Any, value: Any = 0) -> Any:
+    widths = [(0, 0)] * x.ndim  # torch's pad list runs from the last dim backwards: (lo, hi) pairs
+    for i in range(len(pad) // 2):
+        widths[x.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
+    return np.pad(x, widths, constant_values=value)
+
+
+@rule(aten.flip.default)
+def _flip(node: Node, x: Any, dims: Any) -> Any:
+    return np.flip(x, axis=tuple(int(d) for d in dims)) if x.ndim else x

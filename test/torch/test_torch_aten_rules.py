@@ -51,7 +51,7 @@ def shapes(x, y):
             x.unsqueeze(1).expand(2, 5, 3, 4), torch.cat([x, y], 1), torch.cat([x, x.double()], 0), x.to(torch.int32),
             (x * 10).to(torch.int64), x.to(torch.float16), torch.full_like(x, 3.5), torch.zeros_like(x),
             x.squeeze(), x[:, None, :, 1], torch.stack([x, x], 1), x.mT, x.narrow(1, 1, 2), x.split(2, 1)[1],
-            x.chunk(2, 2)[0])
+            x.chunk(2, 2)[0], x.flip(1), F.pad(x, (1, 2)), F.pad(x, (0, 1, 2, 0), value=-1.5))
 
 
 def matmul_norm(a, b, c, bias, w4):
@@ -66,7 +66,8 @@ def conv_pool(x, w, wg, wt, w1, mean, var):
             F.max_pool2d(x, 3, 2, 1), F.max_pool2d(x, 2, ceil_mode=True), F.max_pool2d(x, 3, 1, 1, dilation=2),
             F.avg_pool2d(x, 3, 2, 1), F.avg_pool2d(x, 3, 2, 1, ceil_mode=True),
             F.avg_pool2d(x, 2, 2, 1, count_include_pad=False), F.adaptive_avg_pool2d(x, 1),
-            F.adaptive_avg_pool2d(x, (3, 1)), F.batch_norm(x, mean, var))
+            F.adaptive_avg_pool2d(x, (3, 1)), F.batch_norm(x, mean, var), F.group_norm(x, 2, mean, var),
+            F.group_norm(x, 4), F.elu(x), F.elu(x, 0.5))
 
 
 def _inputs(name, dt):
