@@ -23,8 +23,7 @@ def common(x, y, i):  # few outputs, so few kernels: the default run stays short
     ew = (torch.where(x < y, torch.add(x, y, alpha=2) / y, torch.maximum(x, y) ** 2).sigmoid() + F.gelu(x)
           + F.silu(x) * x.abs().rsqrt() + torch.clamp(x, -0.5, 0.5).exp() + torch.div(x, y, rounding_mode="floor")
           + x.floor())
-    return (ew, i * 2 - 1, x.sum(1) + x.amax(1), x.argmax(1), torch.cat([x[:, 1:3], y[:, :2]], 0).to(torch.int32),
-            F.softmax(x, -1))
+    return ew, i * 2 - 1, x.sum(1) + x.amax(1), x.argmax(1), torch.cat([x[:, 1:3], y[:, :2]], 0).to(torch.int32)
 
 
 def elementwise(x, y, i):
