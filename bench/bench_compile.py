@@ -47,10 +47,18 @@ FRESH_START_TARGET_S = 0.150
 HIT_PER_KERNEL_TARGET_S = 0.003
 
 
+#: Where children keep their bytecode. An installed package has its .pyc files; a checkout run with
+#: PYTHONDONTWRITEBYTECODE=1 (as this machine's environment sets) has none, and every new process would
+#: then recompile every module it imports (seconds), which is not what a user's `import fusebind` costs.
+PYCACHE = Path(tempfile.gettempdir()) / f"fb-bench-pycache-{os.getuid()}"
+
+
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a measuring child: OpenBLAS kernel overrides removed, the repo on PYTHONPATH."""
-    env = {k: v for k, v in os.environ.items() if k not in REMOVED_ENV}
+    """The environment of a measuring child: OpenBLAS kernel overrides removed, the repo on PYTHONPATH,
+    bytecode cached under PYCACHE (PYTHONDONTWRITEBYTECODE dropped)."""
+    env = {k: v for k, v in os.environ.items() if k not in REMOVED_ENV and k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("PYTHONPYCACHEPREFIX", str(PYCACHE))
     env.update(extra or {})
     return env
 
@@ -360,10 +368,17 @@ def measure_first_calls(name: str, size: str, reps: int, jax_ok: bool) -> dict[s
 
 
 def process_floor(reps: int) -> dict[str, float | None]:
-    """Wall seconds of `python -c pass`, `import numpy` and `import fusebind` in a fresh interpreter."""
+    """Wall seconds of `python -c pass`, `import numpy` and `import fusebind` in a fresh interpreter (after one
+    untimed run that fills the bytecode cache), and `import fusebind` with no bytecode at all."""
     env = child_env()
-    return {label: _median([_wall(code, env=env) for _ in range(reps)])
-            for label, code in (("python", "pass"), ("numpy", "import numpy"), ("fusebind", "import fusebind"))}
+    out: dict[str, float | None] = {}
+    for label, code in (("python", "pass"), ("numpy", "import numpy"), ("fusebind", "import fusebind.api")):
+        _wall(code, env=env)
+        out[label] = _median([_wall(code, env=env) for _ in range(reps)])
+    with tempfile.TemporaryDirectory(prefix="fb-no-pyc-") as empty:
+        cold = child_env({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": empty})
+        out["fusebind_no_bytecode"] = _wall("import fusebind.api", env=cold)
+    return out
 
 
 def run_first_calls(cfg: Any, res: Any, out_md: list[str], only: str | None = None) -> None:
@@ -409,7 +424,8 @@ def run_first_calls(cfg: Any, res: Any, out_md: list[str], only: str | None = No
                "machine-model measurement, stored in the cache per machine, is excluded likewise). **fresh start**: "
                "wall time of `python -c` running the same program with its kernels in the cache, `import "
                f"fusebind` included (floor: `python -c pass` {fmt_time(floor['python'])}, `import numpy` "
-               f"{fmt_time(floor['numpy'])}, `import fusebind` {fmt_time(floor['fusebind'])}). **per kernel**: "
+               f"{fmt_time(floor['numpy'])}, `import fusebind.api` {fmt_time(floor['fusebind'])}; with no bytecode "
+               f"cache at all {fmt_time(floor['fusebind_no_bytecode'])}). **per kernel**: "
                "the JIT's seconds for each kernel loaded from the object cache in a new process "
                "(`decompose_region` + load + bind). Targets: first call ≤ jax.jit's, fresh start ≤ 150 ms, "
                "≤ 3 ms per kernel.", "",

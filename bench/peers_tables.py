@@ -41,9 +41,17 @@ from bench.bench_compile import child_env  # noqa: E402
 from bench.timing import fmt_ratio, fmt_time, markdown_table, measure_interleaved  # noqa: E402
 from bench.workloads import WORKLOADS, Workload  # noqa: E402
 
+#: The large sizes --quick leaves out, for every workload but QUICK_KEEP_LARGE.
+QUICK_DROP = ("1e7", "4096x1024", "T=256,D=512", "T=1024,d=64", "T=256,D=512,F=1024", "B=2,H=4,S=512",
+              "B=2,H=4,S=2048")
 QUICK_KEEP_LARGE = "relu(a*b+c)"
 #: Candidates that are bounds to compare against, not the workload's math: never checked against numpy.
-REFERENCE_KERNELS = ("SOL", "empty", "BLAS")  # --quick drops 1e7 / 4096x1024 except for this workload
+REFERENCE_KERNELS = ("SOL", "empty", "BLAS")
+#: The all-core table runs one child per group, each with fusebind beside it as the anchor of its ratios:
+#: thread runtimes in one process fight on few cores (torch's OpenMP and XLA's pool spin after a region,
+#: and a split kernel's second thread then waits for a core), which measures the neighbours, not the peer.
+ALL_CORE_GROUPS = {"base": ("numpy", "numpy out=", "numexpr", "ORT default"), "numba": ("numba parallel",),
+                   "xla": ("XLA (jax.jit)",), "inductor": ("Inductor (torch.compile)",)}
 
 
 @dataclass
@@ -68,7 +76,7 @@ class Config:
     def sizes(self, w: Workload) -> list[str]:
         out = list(w.sizes)
         if self.quick and w.name != QUICK_KEEP_LARGE:
-            out = [s for s in out if s not in ("1e7", "4096x1024", "T=256,D=512", "T=1024,d=64")]
+            out = [s for s in out if s not in QUICK_DROP]
         return out
 
 
@@ -85,6 +93,8 @@ class Row:
     note: str = ""
     #: "1": the one-core table (the child pinned to one core); "all": every peer at its default threads
     cores: str = "1"
+    #: the all-core child that measured it (ALL_CORE_GROUPS); "" in the one-core table
+    group: str = ""
 
 
 @dataclass
@@ -165,16 +175,17 @@ def measure(built: Sequence[peers.Built], ref: np.ndarray, w: Workload, size: st
 
 def candidates_for(w: Workload, xs: list[np.ndarray], out: np.ndarray, *, with_sol: bool = True,
                    numba_jit: bool = True, cores: str = "1", compilers: bool = True,
-                   torch_compile: bool = True) -> list[peers.Built]:
+                   torch_compile: bool = True, group: str | None = None) -> list[peers.Built]:
     """Every candidate for one workload size.
 
     cores="1": the one-core table (SOL kernels if `with_sol` and the workload has one, ORT at one
     thread, fusebind at threads=1); cores="all": every peer at its default threads (numba parallel,
     ORT default, fusebind's default). `compilers` adds the jax.jit and torch.compile columns;
     `numba_jit=False` interprets the numba kernel and `torch_compile=False` runs torch eagerly (correctness
-    tests without compile time).
+    tests without compile time). `group` (all cores): only that ALL_CORE_GROUPS entry's peers, and fusebind.
     """
     one = cores == "1"
+    keep = set(ALL_CORE_GROUPS[group]) | {"fusebind"} if group else None
     built: list[peers.Built] = [peers.numpy_candidate(w, xs), peers.numpy_out_candidate(w, xs, out)]
     if w.group in ("matmul",):
         if one:
@@ -183,25 +194,35 @@ def candidates_for(w: Workload, xs: list[np.ndarray], out: np.ndarray, *, with_s
         if one:
             built += [peers.fb_block_candidate(w, xs, out)]
     else:
-        built += [peers.numexpr_candidate(w, xs, out),
-                  peers.numba_candidate(w, xs, out, jit=numba_jit, parallel=not one, threads=None)]
+        built += [peers.numexpr_candidate(w, xs, out)]
+        if keep is None or "numba parallel" in keep:  # (its jit is seconds: only where it is measured)
+            built += [peers.numba_candidate(w, xs, out, jit=numba_jit, parallel=not one, threads=None)]
         if one:
             built += [peers.fb_kernel_candidate(w, xs, out)]
             if w.has_sol and with_sol:
                 built += peers.sol_candidates(w, xs, out)
     built += [peers.onnxruntime_candidate(w, xs, threads=1 if one else 0)]
-    if compilers:
+    if compilers and (keep is None or "XLA (jax.jit)" in keep):
         from bench.peers_jax import jax_candidate
+
+        built += [jax_candidate(w, xs)]
+    if compilers and (keep is None or "Inductor (torch.compile)" in keep):
         from bench.peers_torch import torch_candidate
 
-        built += [jax_candidate(w, xs), torch_candidate(w, xs, compile=torch_compile)]
+        built += [torch_candidate(w, xs, compile=torch_compile)]
     built += [peers.fusebind_candidate(w, xs, threads=1 if one else None)]
-    return built
+    return built if keep is None else [b for b in built if b.name in keep]
 
 
 def sol_of(rows: Sequence[Row]) -> Row | None:
     sols = [r for r in rows if r.name.startswith("SOL") and r.min is not None]
     return min(sols, key=lambda r: r.min or 0.0) if sols else None
+
+
+def anchor_of(r: Row, rows: Sequence[Row]) -> Row | None:
+    """The fusebind row measured in the same child as `r` (same workload, size, table and group)."""
+    return next((a for a in rows if a.name == "fusebind" and a.min and a.workload == r.workload
+                 and a.size == r.size and a.cores == r.cores and a.group == r.group), None)
 
 
 def workload_table(w: Workload, rows: list[Row]) -> str:
@@ -219,8 +240,9 @@ def workload_table(w: Workload, rows: list[Row]) -> str:
                 if r.min is None or other is None or other.min is None:
                     return "—"
                 return fmt_ratio(other.min / r.min if inverse else r.min / other.min)
-            ref_fb = base["fusebind"] or base["fb-kernel"]
-            out.append((size, r.name, fmt_time(r.min) if r.min else r.check, fmt_time(r.median),
+            ref_fb = anchor_of(r, rs) or base["fusebind"] or base["fb-kernel"]
+            label = r.name + (f" (beside {r.group})" if r.group not in ("", "base") and r.name == "fusebind" else "")
+            out.append((size, label, fmt_time(r.min) if r.min else r.check, fmt_time(r.median),
                         rel(sol) if sol else (rel(base["BLAS matmul alone"]) if base["BLAS matmul alone"] else "—"),
                         rel(base["numpy"], inverse=True), rel(ref_fb), r.check if r.min else "", r.note))
     headers = ["size", "candidate", "min", "median", "time/SOL" if w.has_sol else "time/BLAS",
@@ -228,7 +250,7 @@ def workload_table(w: Workload, rows: list[Row]) -> str:
     return markdown_table(headers, out)
 
 
-def measure_workloads(cfg: Config, cores: str) -> list[Row]:
+def measure_workloads(cfg: Config, cores: str, group: str | None = None) -> list[Row]:
     """Every selected workload x size x candidate, in this process (a child: pinned when cores="1")."""
     rows: list[Row] = []
     for w in WORKLOADS:
@@ -239,10 +261,10 @@ def measure_workloads(cfg: Config, cores: str) -> list[Row]:
             ref = w.reference(*xs)
             out = np.empty(ref.shape, np.float32)
             with single_thread_peers() if cores == "1" else ExitStack():
-                built = candidates_for(w, xs, out, cores=cores)
+                built = candidates_for(w, xs, out, cores=cores, group=group)
                 got = measure(built, ref, w, size, cfg, out)
             for r in got:
-                r.cores = cores
+                r.cores, r.group = cores, group or ""
             rows += got
             print(f"  [{cores} core{'s' if cores == 'all' else ''}] {w.name} {size}: "
                   + ", ".join(f"{r.name} {fmt_time(r.min)}" for r in got), flush=True)
@@ -254,13 +276,13 @@ def pin_core() -> int:
     return max(os.sched_getaffinity(0))
 
 
-def workload_rows_in_child(cfg: Config, cores: str) -> tuple[list[Row], dict[str, Any]]:
+def workload_rows_in_child(cfg: Config, cores: str, group: str | None = None) -> tuple[list[Row], dict[str, Any]]:
     """Run `measure_workloads` in a fresh child: pinned to `pin_core()` from its first line when cores="1"
     (thread flags are not honoured by every peer: XLA uses every core it may run on), at the defaults
-    otherwise. Returns its rows and what it saw (affinity, thread counts)."""
+    otherwise (one child per ALL_CORE_GROUPS `group`). Returns its rows and what it saw (affinity, threads)."""
     with tempfile.TemporaryDirectory(prefix="fb-suite-rows-") as tmp:
         path = Path(tmp) / "rows.json"
-        cmd = [sys.executable, "-m", "bench.peers_tables", cores, str(path)]
+        cmd = [sys.executable, "-m", "bench.peers_tables", cores, str(path)] + (["--group", group] if group else [])
         cmd += ["--quick"] if cfg.quick else []
         cmd += ["--only", cfg.only] if cfg.only else []
         env = child_env({PIN_ENV: str(pin_core())} if cores == "1" else None)
@@ -268,7 +290,7 @@ def workload_rows_in_child(cfg: Config, cores: str) -> tuple[list[Row], dict[str
             env.pop(PIN_ENV, None)
         code = subprocess.call(cmd, env=env, cwd=str(Path(__file__).resolve().parent.parent))
         if code != 0 or not path.exists():
-            raise RuntimeError(f"the {cores}-core workload child failed (exit {code})")
+            raise RuntimeError(f"the {cores}-core {group or ''} workload child failed (exit {code})")
         data = json.loads(path.read_text(encoding="utf-8"))
     return [Row(**r) for r in data["rows"]], data["seen"]
 
@@ -278,16 +300,19 @@ def run_workloads(cfg: Config, res: Results, out_md: list[str]) -> None:
     if not selected:
         return
     seen: dict[str, dict[str, Any]] = {}
-    for cores in ("1", "all"):
-        rows, seen[cores] = workload_rows_in_child(cfg, cores)
+    for cores, group in (("1", None), *(("all", g) for g in ALL_CORE_GROUPS)):
+        rows, seen[group or cores] = workload_rows_in_child(cfg, cores, group)
         res.rows += rows
     res.extra["workload_children"] = seen
     out_md += ["### How the workload tables were run", "",
                f"One core: a child process pinned with `os.sched_setaffinity` to core {seen['1'].get('affinity')} "
                "before numpy, BLAS, jax or torch start a thread (XLA does not honour its one-thread flags); BLAS "
-               "and numexpr are also limited to one thread. All cores: a second child, every peer at its default "
-               f"(affinity {seen['all'].get('affinity')}; numba parallel, ORT default threads, fusebind's default "
-               "threads). jax.jit: XLA CPU, device-resident inputs, `block_until_ready`. torch.compile: Inductor "
+               "and numexpr are also limited to one thread. All cores: every peer at its default "
+               f"(affinity {seen['base'].get('affinity')}; numba parallel, ORT default threads, fusebind's default "
+               "threads), in one child per group (numpy/numexpr/ORT; numba; XLA; Inductor), each with fusebind "
+               "beside it, interleaved, and its ratio taken against that fusebind: thread runtimes sharing one "
+               "process on few cores slow each other down (OpenMP and XLA workers spin after a region). "
+               f"OS threads at each child's end: {json.dumps({k: v.get('threads') for k, v in seen.items()})}. jax.jit: XLA CPU, device-resident inputs, `block_until_ready`. torch.compile: Inductor "
                "default mode, `dynamic=False` per size, `torch.from_numpy` views, `torch.inference_mode()`.", ""]
     for w in selected:
         sol_note = ("SOL = the faster of np.copyto and a numba loop with the same full-size reads and one write"
@@ -299,16 +324,21 @@ def run_workloads(cfg: Config, res: Results, out_md: list[str]) -> None:
                 out_md += [f"**{title}**", "", workload_table(w, rows), ""]
 
 
-def workloads_child_main(cfg: Config, cores: str, rows_out: Path) -> int:
-    """The `--workloads-child` entry: measure, then write the rows and what this process saw as JSON."""
-    rows = measure_workloads(cfg, cores)
-    seen: dict[str, Any] = {"affinity": sorted(os.sched_getaffinity(0))}
+def os_threads() -> int | None:
+    """This process's OS threads now (every runtime's pool, not only Python's threads), from /proc."""
     try:
-        import torch
+        with open("/proc/self/status", encoding="utf-8") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith("Threads:")), None)
+    except OSError:
+        return None
 
-        seen["torch_threads"] = torch.get_num_threads()
-    except ImportError:
-        pass
+
+def workloads_child_main(cfg: Config, cores: str, rows_out: Path, group: str | None = None) -> int:
+    """The child's entry: measure, then write the rows and what this process saw as JSON."""
+    rows = measure_workloads(cfg, cores, group)
+    seen: dict[str, Any] = {"affinity": sorted(os.sched_getaffinity(0)), "threads": os_threads()}
+    if "torch" in sys.modules:  # (never imported just to ask)
+        seen["torch_threads"] = sys.modules["torch"].get_num_threads()
     rows_out.write_text(json.dumps({"rows": [dataclasses.asdict(r) for r in rows], "seen": seen}), encoding="utf-8")
     return 0
 
@@ -323,12 +353,12 @@ SUMMARY_PEERS = {"1": ("numpy", "numpy out=", "numexpr", "numba", "ORT 1t", "XLA
 def peer_ratios(res: Results, peer: str, cores: str) -> list[tuple[str, float]]:
     """(workload size, peer time ÷ fusebind time) wherever both were measured and checked ✓."""
     out = []
-    for r in res.rows:
-        if r.cores != cores or r.name != "fusebind" or r.min is None or r.check != "✓":
+    for p in res.rows:
+        if p.cores != cores or p.name != peer or not p.min or p.check != "✓":
             continue
-        p = res.get(r.workload, r.size, peer, cores)
-        if p is not None and p.check == "✓" and p.min:
-            out.append((f"{r.workload} {r.size}", p.min / r.min))
+        fb = anchor_of(p, res.rows)  # the fusebind measured beside it, in the same child
+        if fb is not None and fb.check == "✓" and fb.min:
+            out.append((f"{p.workload} {p.size}", p.min / fb.min))
     return out
 
 
@@ -354,8 +384,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("rows_out")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only")
+    ap.add_argument("--group", choices=sorted(ALL_CORE_GROUPS))
     args = ap.parse_args(argv)
-    return workloads_child_main(Config(quick=args.quick, only=args.only), args.cores, Path(args.rows_out))
+    return workloads_child_main(Config(quick=args.quick, only=args.only), args.cores, Path(args.rows_out),
+                                args.group)
 
 
 if __name__ == "__main__":

@@ -26,8 +26,12 @@ def test_every_suite_workload_is_measured_at_its_smallest_size() -> None:
 
 def test_child_env_drops_the_openblas_overrides_and_finds_bench(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
     env = bc.child_env({"X_HH": "1"})
     assert "OPENBLAS_CORETYPE" not in env and env["X_HH"] == "1"
+    # Children keep bytecode (as an installed package has it), so imports are not timed as recompiles.
+    assert "PYTHONDONTWRITEBYTECODE" not in env and env["PYTHONPYCACHEPREFIX"] == str(bc.PYCACHE)
     got = bc.run_child("import json, bench.workloads as w; print(json.dumps({'f': w.__file__}))", env=env)
     assert Path(got["f"]) == Path(bc.__file__).with_name("workloads.py")
 

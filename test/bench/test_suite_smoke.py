@@ -119,6 +119,20 @@ def test_all_core_candidates_match_numpy() -> None:
         if isinstance(b, peers.Candidate):
             out.fill(np.nan)
             assert check(b, ref, w) == "✓", b.name
+    # One child per group, fusebind beside each peer group (the anchor of its ratios).
+    base = candidates_for(w, xs, out, cores="all", numba_jit=False, compilers=False, group="base")
+    assert [b.name for b in base] == ["numpy", "numpy out=", "numexpr", "ORT default", "fusebind"]
+    nb = candidates_for(w, xs, out, cores="all", numba_jit=False, compilers=False, group="numba")
+    assert [b.name for b in nb] == ["numba parallel", "fusebind"]
+
+
+def test_all_core_ratios_are_taken_against_the_fusebind_of_the_same_child() -> None:
+    res = Results(rows=[Row("a", "s", "fusebind", 1.0, 1.0, "✓", cores="all", group="base"),
+                        Row("a", "s", "numpy", 2.0, 2.0, "✓", cores="all", group="base"),
+                        Row("a", "s", "fusebind", 4.0, 4.0, "✓", cores="all", group="xla"),
+                        Row("a", "s", "XLA (jax.jit)", 2.0, 2.0, "✓", cores="all", group="xla")])
+    assert peer_ratios(res, "numpy", "all") == [("a s", 2.0)]
+    assert peer_ratios(res, "XLA (jax.jit)", "all") == [("a s", 0.5)]  # not 2.0 against the base child's
 
 
 @pytest.mark.parametrize("name", ["gelu_tanh(x)", "layer_norm(x, w, b)", "rms_norm(x, w)", "SwiGLU block",
@@ -196,3 +210,14 @@ def test_one_core_child_is_pinned_before_numpy_starts() -> None:
                                     check=True).stdout)
     assert got["aff"] == [core]
     assert all(n == 1 for n in got["blas"])  # (empty without threadpoolctl: the affinity is the check)
+
+
+def test_quick_keeps_one_size_of_every_workload_and_drops_the_large_ones() -> None:
+    from bench.peers_tables import Config
+
+    quick, full = Config(quick=True, only=None), Config(quick=False, only=None)
+    for w in WORKLOADS:
+        assert full.sizes(w) == list(w.sizes)
+        assert quick.sizes(w), w.name
+    assert quick.sizes(workload("causal multi-head attention")) == ["B=2,H=4,S=128"]
+    assert "1e7" in quick.sizes(workload("relu(a*b+c)"))  # the one large size --quick keeps
