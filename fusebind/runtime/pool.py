@@ -424,7 +424,10 @@ class NativePool:
         api = _api()
         exited = ctypes.c_int32.from_address(self.handle + _OFF["exited"])
         ctypes.c_int32.from_address(self.handle + _OFF["busy"]).value = 1  # no new job takes the pool
-        for _ in range(10_000):  # each round: stop, gen moved on, every sleeper woken; until all left
+        # each round: stop, gen moved on, every sleeper woken; until all left. One round is not
+        # enough: a worker that starts late (a loaded host) takes the gen it first reads as seen
+        # and would wait for the next change forever.
+        for _ in range(10_000):
             api.stop(self.handle)
             if exited.value >= len(self._tids):
                 break
