@@ -17,7 +17,7 @@ from torch.fx import Node
 
 import fusebind as fb
 from fusebind.torch.rules import (
-    FLOATS, aten, cast, compute_dtype, floats_only, int_scalars_fit, meta, np_dtype, rule, wide,
+    FLOATS, aten, cast, compute_dtype, floats_only, int_scalars_fit, meta, rule, wide,
 )
 
 

@@ -86,11 +86,6 @@ def wide(v: Any) -> Any:
     return v.astype(np.float32)
 
 
-def is_float(node: Any) -> bool:
-    m = meta(node)
-    return isinstance(m, torch.Tensor) and m.dtype in FLOATS
-
-
 def floats_only(node: Node) -> str | None:
     """Every tensor operand and the result are floating point (integer semantics differ: eager)."""
     tensors = [a for a in node.args if isinstance(a, Node)] + [node]
@@ -115,12 +110,3 @@ def int_scalars_fit(node: Node) -> str | None:
         return f"{node.target}: a Python int outside {dt}'s range (torch wraps it, numpy refuses)"
     return None
 
-
-def both(*checks: Callable[[Node], str | None]) -> Callable[[Node], str | None]:
-    def check(node: Node) -> str | None:
-        for c in checks:
-            reason = c(node)
-            if reason:
-                return reason
-        return None
-    return check
