@@ -9,8 +9,8 @@ sizes), their timing and the markdown (with `--write`, the block between `<!-- t
 affinity set. In the child, every module is compiled both ways under `torch.no_grad()` in `eval()`;
 the first call of each (dynamo + the backend's compile; fusebind on an empty object cache, a fresh
 FUSEBIND_CACHE_DIR; Inductor on whatever its own cache holds) is timed apart; both outputs are
-checked against eager torch (torch.testing.assert_close at rtol 1e-4, atol 1e-5: a mismatch is an error,
-never a row), then the three are timed in interleaved rounds (order rotated, warm-up excluded):
+checked against eager torch (torch.testing.assert_close at rtol 1e-3, atol 1e-4, as bench_onnx's
+transformers: a mismatch is an error, never a row), then the three are timed in interleaved rounds (order rotated, warm-up excluded):
 min and median per call. Inductor needs a C++ compiler; if it fails its cells say why.
 """
 
@@ -101,7 +101,7 @@ def child(threads: int, quick: bool) -> dict[str, Any]:
                     t0 = time.perf_counter()
                     got = f(*xs)
                     row[f"{backend}_first"] = time.perf_counter() - t0
-                    torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+                    torch.testing.assert_close(got, ref, rtol=1e-3, atol=1e-4)
                     fns[backend] = lambda f=f, xs=xs: f(*xs)
                 except Exception as exc:  # a failed backend is reported in its cells and in the errors
                     row[f"{backend}_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           "`torch.compile(m, backend=\"fusebind\")` against `torch.compile(m)` (Inductor) and eager `m`, float32, "
           "under torch.no_grad() in eval(). Each threads row is a child process: `1` = pinned to one core "
           "(os.sched_setaffinity, torch.set_num_threads(1), OPENBLAS_NUM_THREADS=1); the other = every core. "
-          "Both compiled outputs are checked against eager first (assert_close rtol 1e-4, atol 1e-5). Per call: "
+          "Both compiled outputs are checked against eager first (assert_close rtol 1e-3, atol 1e-4). Per call: "
           "interleaved rounds, order rotated, warm-up excluded; min / median. X ÷ fusebind > 1: fusebind is "
           "faster. First call = dynamo + the backend's compile + the call (fusebind on an empty object cache; "
           "Inductor with its own on-disk cache as found).", "", desc + ".", "", table(rows), "",
