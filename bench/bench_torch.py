@@ -10,8 +10,8 @@ affinity set. In the child, every module is compiled both ways under `torch.no_g
 the first call of each (dynamo + the backend's compile; fusebind on an empty object cache, a fresh
 FUSEBIND_CACHE_DIR; Inductor on whatever its own cache holds) is timed apart; both outputs are
 checked against eager torch (torch.testing.assert_close at rtol 1e-3, atol 1e-4, as bench_onnx's
-transformers: a mismatch is an error, never a row), then the three are timed in interleaved rounds (order rotated, warm-up excluded):
-min and median per call. Inductor needs a C++ compiler; if it fails its cells say why.
+transformers: a mismatch is an error, never a row), then the three are timed in interleaved rounds
+(order rotated, warm-up excluded): min and median per call. Inductor needs a C++ compiler; if it fails its cells say why.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -126,9 +127,13 @@ def _run_child(threads: str, quick: bool) -> dict[str, Any]:
     env["FUSEBIND_CACHE_DIR"] = tempfile.mkdtemp(prefix="fusebind-bench-torch-")
     if pin:
         env.update({"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
-    proc = subprocess.run([sys.executable, "-m", "bench.bench_torch", "--child", "--nthreads", str(n),
-                           *(["--quick"] if quick else [])], capture_output=True, text=True, env=env, cwd=str(ROOT),
-                          timeout=3600, preexec_fn=(lambda: os.sched_setaffinity(0, {core})) if pin else None)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "bench.bench_torch", "--child", "--nthreads", str(n),
+                               *(["--quick"] if quick else [])], capture_output=True, text=True, env=env,
+                              cwd=str(ROOT), timeout=3600,
+                              preexec_fn=(lambda: os.sched_setaffinity(0, {core})) if pin else None)
+    finally:
+        shutil.rmtree(env["FUSEBIND_CACHE_DIR"], ignore_errors=True)
     if proc.returncode != 0:
         raise RuntimeError(f"child failed ({proc.returncode}): {proc.stderr.strip()[-1500:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
