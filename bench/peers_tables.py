@@ -1,13 +1,15 @@
 """The workload tables: every peer on every workload size, at one core and at all cores.
 
-Run as a child of the suite:  python -m bench.peers_tables {1|all} ROWS.json [--quick] [--only PATTERN]
+Run as a child of the suite:
+  python -m bench.peers_tables {1|all} ROWS.json [--group G] [--quick] [--only PATTERN]
 
 Owns: the suite's records (`Config`, `Row`, `Results`), the check of a candidate against numpy
 (`check`), the interleaved measurement of one size (`measure`), which candidates each table has
-(`candidates_for`), the per-workload markdown tables, the two children that measure them
+(`candidates_for`), the per-workload markdown tables, the children that measure them
 (`workload_rows_in_child`: the one-core child is pinned with `os.sched_setaffinity` by the first lines
-of this module, before numpy, BLAS, jax or torch start a thread; the all-core child leaves every peer
-at its default), and the peers ÷ fusebind summary (geomean and minimum per peer and table).
+of this module, before numpy, BLAS, jax or torch start a thread; the all-core children, one per
+`ALL_CORE_GROUPS` entry with fusebind beside each, leave every peer at its default), and the
+peers ÷ fusebind summary (geomean and minimum per peer and table, each ratio within one child).
 Must not: write the results file (suite.py) or time anything itself (timing.py).
 """
 
