@@ -30,7 +30,10 @@ old one is disposed as soon as the last code it linked is freed, which
 returns its per-library memory (measured over 3,000 load/free cycles: 9.1
 KiB per load without rotation, 0.3 KiB with it; a new LLJIT costs ~1.5 ms,
 6 us per load amortized). What cannot be freed: a retired engine whose
-code some kernel still holds stays whole until that kernel goes.
+code some kernel still holds stays whole until that kernel goes (~146 KB
+plus ~9 KB per library it linked: up to ~2.4 MB); so code that lives as long
+as the process (call thunks, static kernels) should be loaded with
+`lasting=True`, into an engine that never rotates.
 
 It must never import `mlir` (a cache hit must not pay for it); llvmlite is
 imported lazily, on the first load.
@@ -103,14 +106,25 @@ class _Jit:
         # re-entrant: a garbage collection inside `link` may run a finalizer (`_released`) here
         self._lock = threading.RLock()
         self._current: _Engine | None = None
+        #: the engine of code that lives as long as the process (never retired)
+        self._lasting: _Engine | None = None
         self._counter = itertools.count()
         self._engines: set[_Engine] = set()  # every engine not disposed yet
         self.loaded = self.freed = self.live_bytes = 0
 
-    def _engine(self) -> _Engine:
-        """The engine to link into (under the lock)."""
+    def _engine(self, lasting: bool = False) -> _Engine:
+        """The engine to link into (under the lock): the lasting one, or the
+        current one (a fresh one once it has linked LIBRARIES_PER_ENGINE)."""
         import llvmlite.binding as llvm
 
+        if not self._engines:
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+        if lasting:
+            if self._lasting is None:
+                self._lasting = _Engine(llvm.create_lljit_compiler())
+                self._engines.add(self._lasting)
+            return self._lasting
         engine = self._current
         if engine is not None and engine.linked >= LIBRARIES_PER_ENGINE:
             engine.retired = True
@@ -118,9 +132,6 @@ class _Jit:
                 self._dispose(engine)
             engine = None
         if engine is None:
-            if self._current is None and not self._engines:
-                llvm.initialize_native_target()
-                llvm.initialize_native_asmprinter()
             engine = _Engine(llvm.create_lljit_compiler())
             self._engines.add(engine)
             self._current = engine
@@ -132,11 +143,11 @@ class _Jit:
         if jit is not None:
             jit.close()
 
-    def link(self, code: bytes, symbol: str) -> LoadedCode:
+    def link(self, code: bytes, symbol: str, lasting: bool = False) -> LoadedCode:
         import llvmlite.binding as llvm
 
         with self._lock:
-            engine = self._engine()
+            engine = self._engine(lasting)
             name = f"fusebind_obj{next(self._counter)}"
             builder = llvm.JITLibraryBuilder().add_object_img(code).add_current_process()
             builder.export_symbol(symbol)
@@ -194,11 +205,14 @@ def loaded_code_stats() -> LoadedCodeStats:
     return _JIT.stats()
 
 
-def load_object(code: bytes, symbol: str) -> LoadedCode:
+def load_object(code: bytes, symbol: str, *, lasting: bool = False) -> LoadedCode:
     """Link `code` (an ELF object for this host) and return `symbol`'s address
-    with the handle that keeps it alive."""
+    with the handle that keeps it alive. `lasting`: the code is meant to live
+    as long as the process (a call thunk, a static kernel): it goes to an
+    engine that never rotates, so it cannot pin a rotating one (whose
+    per-library memory, ~9 KB for each of its 256 libraries, would stay with it)."""
     if not isinstance(code, (bytes, bytearray, memoryview)) or len(code) == 0:
         raise ObjectLoadError(f"load_object needs non-empty object code bytes, got {type(code).__name__}")
     if not isinstance(symbol, str) or not symbol:
         raise ObjectLoadError(f"load_object needs a non-empty symbol name, got {symbol!r}")
-    return _JIT.link(bytes(code), symbol)
+    return _JIT.link(bytes(code), symbol, bool(lasting))

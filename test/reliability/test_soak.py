@@ -218,3 +218,34 @@ def test_a_retired_engine_lives_while_its_code_does() -> None:
         assert loader.loaded_code_stats().engines == held - 1  # its engine went with its last code
     finally:
         loader.LIBRARIES_PER_ENGINE = saved
+
+
+def test_lasting_code_goes_to_an_engine_that_never_rotates() -> None:
+    """A thunk or static kernel lives as long as the process: loaded into a rotating engine
+    it would pin that engine (and its per-library memory) for good."""
+    import gc
+
+    import llvmlite.binding as llvm
+
+    from fusebind.runtime import loader
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    code = llvm.Target.from_default_triple().create_target_machine().emit_object(llvm.parse_assembly(_TINY_IR))
+    saved = loader.LIBRARIES_PER_ENGINE
+    loader.LIBRARIES_PER_ENGINE = 2
+    try:
+        for _ in range(2):  # a fresh current engine from here
+            loader.load_object(code, "tiny")
+        gc.collect()
+        before = loader.loaded_code_stats().engines
+        lasting = [loader.load_object(code, "tiny", lasting=True) for _ in range(6)]  # 3 engines if rotated
+        with_lasting = loader.loaded_code_stats().engines
+        assert with_lasting <= before + 1  # one lasting engine at most, however many lasting objects
+        for _ in range(8):  # four rotations: none of them is pinned by the lasting code
+            loader.load_object(code, "tiny")
+        gc.collect()
+        assert loader.loaded_code_stats().engines == with_lasting
+        assert all(c.address for c in lasting)
+    finally:
+        loader.LIBRARIES_PER_ENGINE = saved
