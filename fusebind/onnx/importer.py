@@ -265,6 +265,15 @@ class ImportedModel:
                 # a fusebind refusal inside a claimed op (a dtype or mode it does not build): the model is
                 # unsupported, named by its node, not a wrong answer
                 raise UnsupportedModel(f"{ctx.where()}: {e}") from e
+            except (FusebindError, MemoryError):
+                raise
+            except Exception as e:
+                # not fusebind's own error: the node's inputs or attributes are ones the handler (or numpy
+                # under it) cannot take, as a malformed or hostile model has them; named by its node (the
+                # importer fuzzer's findings: None for a required input, ranks and axes that do not fit)
+                raise InvalidModel(f"{ctx.where()}: its inputs or attributes are not ones fusebind's {ctx.op_type} "
+                                   f"can take ({type(e).__name__}: {e}); if the model is valid ONNX, this is a "
+                                   "fusebind bug: please report it") from e
             outs = out if isinstance(out, (tuple, list)) else (out,)
             names = list(ctx.node.output)
             if len(outs) < len([n for n in names if n]):

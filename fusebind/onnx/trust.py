@@ -5,7 +5,8 @@ undefined input, a name produced twice, a tensor whose dims do not match its dat
 more memory than the budget (`ModelTooLarge`), and the checks that raise them: `check_sizes` (every
 tensor's dims and element type against the bytes it holds, and the total against
 `MAX_INITIALIZER_BYTES`, before numpy or onnx allocate anything), `check_opsets` (opsets newer than
-`MAX_OPSET`) and `check_structure` (the main graph: names, producers, order, domains). They are
+`MAX_OPSET`) and `check_structure` (the main graph: names, producers, order, domains, each node's
+input and output count against its op's schema). They are
 pure Python over the protobuf message, so they run before onnx's C++ passes (version converter,
 checker, shape inference), which trust their input (trust_worker.py runs those in a child process).
 External data (tensors stored in other files) is external_data.py's.
@@ -18,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterator
 
-from onnx import TensorProto, numpy_helper
+from onnx import TensorProto, defs, numpy_helper
 
 from fusebind.dialect.errors import FusebindValueError
 from fusebind.onnx.registry import UnsupportedModel
@@ -67,6 +68,7 @@ _FIELDS: dict[str, dict[int, float]] = {
     "string_data": {_T.STRING: 1},
 }
 _DEFAULT_DOMAINS = ("", "ai.onnx")
+_SINGLE = defs.OpSchema.FormalParameterOption.Single
 
 
 def type_name(elem_type: int) -> str:
@@ -202,6 +204,31 @@ def check_opsets(model: Any) -> None:
                                f"the model at opset {limit} or older")
 
 
+def check_arity(node: Any, versions: dict[str, int]) -> None:
+    """`node` has the inputs and outputs its op's schema (at the model's opset) requires: no more than
+    it takes, every non-optional input given. An op onnx has no schema for is handler_for's to name."""
+    domain = "" if node.domain in _DEFAULT_DOMAINS else node.domain
+    try:
+        schema = defs.get_schema(node.op_type, versions.get(domain, 1), domain)
+    except Exception:  # SchemaError: no such op at this opset
+        return
+    where = _where(node, versions)
+    ins, outs = list(node.input), list(node.output)
+    while ins and not ins[-1]:
+        ins.pop()
+    while outs and not outs[-1]:
+        outs.pop()
+    if len(ins) > schema.max_input:
+        raise InvalidModel(f"fusebind.onnx: {where}: it has {len(ins)} inputs; {node.op_type} takes at most "
+                           f"{schema.max_input}")
+    for k, formal in enumerate(schema.inputs):
+        if formal.option == _SINGLE and (k >= len(ins) or not ins[k]):
+            raise InvalidModel(f"fusebind.onnx: {where}: its input {k} ({formal.name!r}) is required and not given")
+    if len(outs) < schema.min_output or len(outs) > schema.max_output:
+        raise InvalidModel(f"fusebind.onnx: {where}: it has {len(outs)} outputs; {node.op_type} has "
+                           f"{schema.min_output}..{schema.max_output}")
+
+
 def check_structure(model: Any, domains: set[str]) -> None:
     """The main graph is one ONNX allows: every name produced once (graph inputs, initializers, node
     outputs), every node input and graph output produced, no cycle, every node's domain one fusebind
@@ -228,6 +255,7 @@ def check_structure(model: Any, domains: set[str]) -> None:
         if domain and domain not in domains:
             raise UnsupportedModel(f"{_where(node, versions)}: the op domain {node.domain!r} is not one fusebind "
                                    "implements")
+        check_arity(node, versions)
         for out in node.output:
             if not out:
                 continue

@@ -362,3 +362,35 @@ def test_prepare_warms_up_only_on_inputs_of_a_bounded_size(monkeypatch) -> None:
                        outputs=(("y", [100000, 100000]),))
     rep = backend.prepare(huge)
     assert rep.imported._fns == {}
+
+
+# --------------------------------------------------------------------------- found by the importer fuzzer
+
+
+def test_a_node_without_a_required_input_or_with_too_many_is_refused_at_import() -> None:
+    """Found by the fuzzer: handlers got None for a required input (TypeError, AttributeError)."""
+    with pytest.raises(InvalidModel) as info:
+        import_model(graph_model([helper.make_node("Pad", ["x", ""], ["y"], name="p")]))
+    assert str(info.value) == "fusebind.onnx: node 'p' (Pad, opset 21): its input 1 ('pads') is required and not given"
+    with pytest.raises(InvalidModel) as info:
+        import_model(graph_model([helper.make_node("Relu", ["x", "x"], ["y"], name="r")]))
+    assert str(info.value) == "fusebind.onnx: node 'r' (Relu, opset 21): it has 2 inputs; Relu takes at most 1"
+    with pytest.raises(InvalidModel, match=r"node 's' \(Split, opset 21\): it has 0 outputs; Split has 1\.\."):
+        import_model(graph_model([helper.make_node("Split", ["x"], [], name="s"),
+                                  helper.make_node("Relu", ["x"], ["y"])]))
+
+
+def test_a_handler_failing_on_malformed_inputs_names_the_node() -> None:
+    """Found by the fuzzer: a Conv bias of 72 values for 4 output channels reached numpy's reshape
+    (ValueError) while tracing; now an InvalidModel naming the node, the cause chained."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 1, 1, 1)).astype(np.float32), "cw"),
+             numpy_helper.from_array(np.zeros(72, np.float32), "cb")]
+    m = graph_model([helper.make_node("Conv", ["x", "cw", "cb"], ["y"], name="c")], inputs=(("x", [1, 1, 3, 3]),),
+                    outputs=(("y", [1, 4, 3, 3]),), inits=inits)
+    with pytest.raises(InvalidModel) as info:
+        import_model(m, trusted=True).run(np.ones((1, 1, 3, 3), np.float32))
+    assert str(info.value).startswith("node 'c' (Conv, opset 21): its inputs or attributes are not ones fusebind's "
+                                      "Conv can take (ValueError: ")
+    assert str(info.value).endswith("if the model is valid ONNX, this is a fusebind bug: please report it")
+    assert isinstance(info.value.__cause__, ValueError) and not isinstance(info.value.__cause__, fb.FusebindError)
