@@ -280,12 +280,14 @@ class Kernel:
                       checks=_checks(checks, signature))
 
     @staticmethod
-    def from_object(code: bytes, symbol: str, *, signature: KernelSignature) -> "Kernel":
-        """JIT-link object code (see loader.py); source is `llvm:<sha256 prefix>`."""
+    def from_object(code: bytes, symbol: str, *, signature: KernelSignature, lasting: bool = False) -> "Kernel":
+        """JIT-link object code (see loader.py); source is `llvm:<sha256 prefix>`.
+        `lasting`: the kernel lives as long as the process (a static kernel), so
+        it is linked into the loader's engine that never rotates (loader.py)."""
         from fusebind.runtime.loader import load_object
 
         _check_signature(signature)
-        loaded = load_object(code, symbol)
+        loaded = load_object(code, symbol, lasting=lasting)
         function = signature.cfunctype()(loaded.address)
         digest = hashlib.sha256(bytes(code)).hexdigest()[:16]
         return Kernel(function, signature, loaded.address, f"llvm:{digest}", loaded)

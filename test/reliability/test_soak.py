@@ -223,15 +223,19 @@ def test_a_retired_engine_lives_while_its_code_does() -> None:
 def test_lasting_code_goes_to_an_engine_that_never_rotates() -> None:
     """A thunk or static kernel lives as long as the process: loaded into a rotating engine
     it would pin that engine (and its per-library memory) for good."""
+    import ctypes
     import gc
 
     import llvmlite.binding as llvm
 
     from fusebind.runtime import loader
+    from fusebind.runtime.kernel import Kernel
+    from fusebind.runtime.testing import simple_signature
 
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     code = llvm.Target.from_default_triple().create_target_machine().emit_object(llvm.parse_assembly(_TINY_IR))
+    signature = simple_signature(("i64",))
     saved = loader.LIBRARIES_PER_ENGINE
     loader.LIBRARIES_PER_ENGINE = 2
     try:
@@ -239,7 +243,8 @@ def test_lasting_code_goes_to_an_engine_that_never_rotates() -> None:
             loader.load_object(code, "tiny")
         gc.collect()
         before = loader.loaded_code_stats().engines
-        lasting = [loader.load_object(code, "tiny", lasting=True) for _ in range(6)]  # 3 engines if rotated
+        lasting = [loader.load_object(code, "tiny", lasting=True) for _ in range(3)]  # 3 engines if rotated
+        lasting += [Kernel.from_object(code, "tiny", signature=signature, lasting=True) for _ in range(3)]
         with_lasting = loader.loaded_code_stats().engines
         assert with_lasting <= before + 1  # one lasting engine at most, however many lasting objects
         for _ in range(8):  # four rotations: none of them is pinned by the lasting code
@@ -247,5 +252,8 @@ def test_lasting_code_goes_to_an_engine_that_never_rotates() -> None:
         gc.collect()
         assert loader.loaded_code_stats().engines == with_lasting
         assert all(c.address for c in lasting)
+        out = np.zeros(1, np.int64)
+        ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lasting[-1].address)(out.ctypes.data)  # its code runs
+        assert out[0] == 7
     finally:
         loader.LIBRARIES_PER_ENGINE = saved
