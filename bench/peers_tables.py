@@ -52,8 +52,9 @@ REFERENCE_KERNELS = ("SOL", "empty", "BLAS")
 #: The all-core table runs one child per group, each with fusebind beside it as the anchor of its ratios:
 #: thread runtimes in one process fight on few cores (torch's OpenMP and XLA's pool spin after a region,
 #: and a split kernel's second thread then waits for a core), which measures the neighbours, not the peer.
+#: "alone" is fusebind with no other runtime's threads in its process (what its own split costs then).
 ALL_CORE_GROUPS = {"base": ("numpy", "numpy out=", "numexpr", "ORT default"), "numba": ("numba parallel",),
-                   "xla": ("XLA (jax.jit)",), "inductor": ("Inductor (torch.compile)",)}
+                   "xla": ("XLA (jax.jit)",), "inductor": ("Inductor (torch.compile)",), "alone": ()}
 
 
 @dataclass
@@ -243,7 +244,8 @@ def workload_table(w: Workload, rows: list[Row]) -> str:
                     return "—"
                 return fmt_ratio(other.min / r.min if inverse else r.min / other.min)
             ref_fb = anchor_of(r, rs) or base["fusebind"] or base["fb-kernel"]
-            label = r.name + (f" (beside {r.group})" if r.group not in ("", "base") and r.name == "fusebind" else "")
+            label = r.name + ("" if r.group in ("", "base") or r.name != "fusebind" else
+                              " (alone in its child)" if r.group == "alone" else f" (beside {r.group})")
             out.append((size, label, fmt_time(r.min) if r.min else r.check, fmt_time(r.median),
                         rel(sol) if sol else (rel(base["BLAS matmul alone"]) if base["BLAS matmul alone"] else "—"),
                         rel(base["numpy"], inverse=True), rel(ref_fb), r.check if r.min else "", r.note))
@@ -313,7 +315,8 @@ def run_workloads(cfg: Config, res: Results, out_md: list[str]) -> None:
                f"(affinity {seen['base'].get('affinity')}; numba parallel, ORT default threads, fusebind's default "
                "threads), in one child per group (numpy/numexpr/ORT; numba; XLA; Inductor), each with fusebind "
                "beside it, interleaved, and its ratio taken against that fusebind: thread runtimes sharing one "
-               "process on few cores slow each other down (OpenMP and XLA workers spin after a region). "
+               "process on few cores slow each other down (OpenMP, ORT, OpenBLAS and XLA workers spin after a "
+               "region); a last child runs fusebind alone. "
                f"OS threads at each child's end: {json.dumps({k: v.get('threads') for k, v in seen.items()})}. jax.jit: XLA CPU, device-resident inputs, `block_until_ready`. torch.compile: Inductor "
                "default mode, `dynamic=False` per size, `torch.from_numpy` views, `torch.inference_mode()`.", ""]
     for w in selected:

@@ -124,6 +124,8 @@ def test_all_core_candidates_match_numpy() -> None:
     assert [b.name for b in base] == ["numpy", "numpy out=", "numexpr", "ORT default", "fusebind"]
     nb = candidates_for(w, xs, out, cores="all", numba_jit=False, compilers=False, group="numba")
     assert [b.name for b in nb] == ["numba parallel", "fusebind"]
+    alone = candidates_for(w, xs, out, cores="all", numba_jit=False, compilers=False, group="alone")
+    assert [b.name for b in alone] == ["fusebind"]
 
 
 def test_all_core_ratios_are_taken_against_the_fusebind_of_the_same_child() -> None:
