@@ -104,8 +104,8 @@ def test_a_keyboard_interrupt_during_a_split_call_leaves_the_pool_usable(functio
     interrupted = 0
     for delay in (0.0005, 0.001, 0.002, 0.004)[:scaled(2, 4)]:
         timer = threading.Timer(delay, _thread.interrupt_main)
-        timer.start()
-        try:
+        try:  # started inside: under load the interrupt can land while start() waits for the thread
+            timer.start()
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
                 fn(x, y)
@@ -113,7 +113,7 @@ def test_a_keyboard_interrupt_during_a_split_call_leaves_the_pool_usable(functio
             interrupted += 1
         finally:
             timer.cancel()
-            timer.join(5)
+        timer.join(5)  # it fired (the interrupt was caught above) or was cancelled
         _check(name, fn(x2, y2), want2, shape)  # the very next call is correct
     assert interrupted == len((0.0005, 0.001, 0.002, 0.004)[:scaled(2, 4)])
 
