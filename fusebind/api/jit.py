@@ -324,7 +324,7 @@ class JitFunction:
         from fusebind.runtime.specialize import fingerprint, mask_fits
 
         moved: dict[int, Executor] = {}
-        for key, entries in self._entries.items():
+        for key, entries in list(self._entries.items()):  # (another thread may add a key meanwhile)
             if (key[0], tuple((len(k[0]), k[1]) if type(k) is tuple else k for k in key[1])) != erased:
                 continue
             shapes = [k[0] if type(k) is tuple else () for k in key[1]]

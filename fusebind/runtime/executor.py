@@ -92,6 +92,13 @@ __all__ = [
 
 Optimizer = Callable[[Any, BindingTable], Any]
 
+#: plans (and, for a dynamic trace, specialized functions) an executor caches, least recently
+#: built dropped first (docs/SOAK.md): a dynamic trace serves every shape, one plan each
+#: (~25 KiB), so without a bound a serving process grows by one per new shape forever.
+#: 512: a working set of up to 512 shapes never re-plans (at 64, 300 shapes visited at
+#: random re-planned on most calls: the soak went 10 s -> 27 s)
+MAX_PLANS = 512
+
 
 def _arg_name(value: Any, index: int) -> str:
     hint = getattr(value, "name_hint", None)
@@ -177,21 +184,27 @@ class Executor:
         try:
             generation = self.session.table.generation
             self._plans = {sig: p for sig, p in self._plans.items() if p.generation == generation}
-            keep = {id(p.fast) for p in self._plans.values() if p.fast is not None}
-            s = self._stats
-            for f in self._fast_paths:
-                if id(f) not in keep:
-                    s.calls += f.calls
-                    s.plan_hits += f.calls
-                    s.arms.fused_calls += f.calls
-                    if s.profile:
-                        s.arms.fused_seconds = (s.arms.fused_seconds or 0.0) + f.seconds
-                        s.run_seconds = (s.run_seconds or 0.0) + f.seconds
-            self._fast_paths = [f for f in self._fast_paths if id(f) in keep]
-            if self.fast is not None and id(self.fast) not in keep:
-                self.fast = None
+            self._retire_fast_paths()
         finally:
             self._lock.release()
+
+    def _retire_fast_paths(self) -> None:
+        """Keep only the fast paths of cached plans (under the lock); a dropped one's counts move
+        into the stats. Without it every plan ever built (one per signature per table generation)
+        kept its FastPath, and with it its kernel and code (docs/SOAK.md)."""
+        keep = {id(p.fast) for p in self._plans.values() if p.fast is not None}
+        s = self._stats
+        for f in self._fast_paths:
+            if id(f) not in keep:
+                s.calls += f.calls
+                s.plan_hits += f.calls
+                s.arms.fused_calls += f.calls
+                if s.profile:
+                    s.arms.fused_seconds = (s.arms.fused_seconds or 0.0) + f.seconds
+                    s.run_seconds = (s.run_seconds or 0.0) + f.seconds
+        self._fast_paths = [f for f in self._fast_paths if id(f) in keep]
+        if self.fast is not None and id(self.fast) not in keep:
+            self.fast = None
 
     # ------------------------------------------------------------------ calls
     def __call__(self, *args: Any, out: Any = None) -> Any:
@@ -283,10 +296,15 @@ class Executor:
                 self.compiler.submit(work)
                 if self.compiler.background or self.session.table.generation == before:
                     break
+            self._plans.pop(sig, None)
+            self._plans[sig] = plan  # type: ignore[assignment]  # the newest last: the dict is an LRU of plans
+            while len(self._plans) > MAX_PLANS:
+                del self._plans[next(iter(self._plans))]
             if plan.fast is not None:  # type: ignore[union-attr]
                 self._fast_paths.append(plan.fast)  # type: ignore[union-attr, arg-type]
                 plan.fast.name_arguments(self.name, self.arg_names)  # its kernel's inputs are the arguments
-            self._plans[sig] = plan  # type: ignore[assignment]
+            if len(self._fast_paths) > len(self._plans):
+                self._retire_fast_paths()
             return plan  # type: ignore[return-value]
 
     def specialized_func(self, shapes: Sequence[tuple[int, ...]], func: Any = None) -> Any:
@@ -315,7 +333,10 @@ class Executor:
                 _, _, _, work, decisions = self._optimized[None]
                 func = self.specialized_func(key, general)
                 module = ModuleOp([func])
+                self._optimized.pop(key, None)
                 self._optimized[key] = (table.generation, func, module, work, decisions)
+                while len(self._optimized) > MAX_PLANS + 1:  # + the function as declared (key None)
+                    del self._optimized[next(k for k in self._optimized if k is not None)]
                 self.optimized_module, self.decisions = module, decisions
                 return func
             func = self.func if key is None else self.specialized_func(key)

@@ -125,10 +125,6 @@ def test_a_keyboard_interrupt_during_a_split_call_leaves_the_pool_usable(functio
     assert errors == [], _shown(errors)
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError,
-                   reason="api/jit.py JitFunction._redirect iterates self._entries while another thread's first "
-                          "call at a new shape inserts its trace key: 'dictionary changed size during "
-                          "iteration' (found by the 8-caller test under load); fix in HG's report")
 def test_a_new_trace_in_another_thread_while_a_dynamic_trace_takes_over() -> None:
     """Deterministic form of a race the 8-caller test hit: thread B's first call at a new shape
     lands while thread A, whose call made the dynamic trace, moves the earlier static traces to it."""

@@ -97,9 +97,6 @@ def test_the_full_soak_2000_calls_over_300_shapes(tmp_path: Path, mode: str) -> 
     print(json.dumps(fig))
 
 
-@pytest.mark.xfail(strict=True, reason="executor.py keeps every FastPath it ever built (Executor._fast_paths, "
-                   "pruned only when the budget evicts): one per plan per table generation; the fix is "
-                   "in HG's report for the coordinator")
 def test_an_executor_keeps_only_the_fast_paths_of_its_cached_plans(short_soak: list[dict]) -> None:
     for fig in short_soak[:3]:
         assert fig["fast_paths_kept"] <= fig["plans_cached"], fig
