@@ -53,7 +53,9 @@ REFERENCE_KERNELS = ("SOL", "empty", "BLAS")
 #: thread runtimes in one process fight on few cores (torch's OpenMP and XLA's pool spin after a region,
 #: and a split kernel's second thread then waits for a core), which measures the neighbours, not the peer.
 #: "alone" is fusebind with no other runtime's threads in its process (what its own split costs then).
-ALL_CORE_GROUPS = {"base": ("numpy", "numpy out=", "numexpr", "ORT default"), "numba": ("numba parallel",),
+#: ORT has a child of its own: its intra-op workers spin after every run, and beside them fusebind's 2-thread
+#: split measured 357 ms instead of 0.73 ms on the loaded 2-core machine (numpy's median 330 ms for 2 ms).
+ALL_CORE_GROUPS = {"base": ("numpy", "numpy out=", "numexpr"), "ort": ("ORT default",), "numba": ("numba parallel",),
                    "xla": ("XLA (jax.jit)",), "inductor": ("Inductor (torch.compile)",), "alone": ()}
 
 
@@ -313,11 +315,12 @@ def run_workloads(cfg: Config, res: Results, out_md: list[str]) -> None:
                "before numpy, BLAS, jax or torch start a thread (XLA does not honour its one-thread flags); BLAS "
                "and numexpr are also limited to one thread. All cores: every peer at its default "
                f"(affinity {seen['base'].get('affinity')}; numba parallel, ORT default threads, fusebind's default "
-               "threads), in one child per group (numpy/numexpr/ORT; numba; XLA; Inductor), each with fusebind "
+               "threads), in one child per group (numpy/numexpr; ORT; numba; XLA; Inductor), each with fusebind "
                "beside it, interleaved, and its ratio taken against that fusebind: thread runtimes sharing one "
                "process on few cores slow each other down (OpenMP, ORT, OpenBLAS and XLA workers spin after a "
                "region); a last child runs fusebind alone. "
-               f"OS threads at each child's end: {json.dumps({k: v.get('threads') for k, v in seen.items()})}. jax.jit: XLA CPU, device-resident inputs, `block_until_ready`. torch.compile: Inductor "
+               f"OS threads at each child's end: {json.dumps({k: v.get('threads') for k, v in seen.items()})}. "
+               "jax.jit: XLA CPU, device-resident inputs, `block_until_ready`. torch.compile: Inductor "
                "default mode, `dynamic=False` per size, `torch.from_numpy` views, `torch.inference_mode()`.", ""]
     for w in selected:
         sol_note = ("SOL = the faster of np.copyto and a numba loop with the same full-size reads and one write"

@@ -121,7 +121,9 @@ def test_all_core_candidates_match_numpy() -> None:
             assert check(b, ref, w) == "✓", b.name
     # One child per group, fusebind beside each peer group (the anchor of its ratios).
     base = candidates_for(w, xs, out, cores="all", numba_jit=False, compilers=False, group="base")
-    assert [b.name for b in base] == ["numpy", "numpy out=", "numexpr", "ORT default", "fusebind"]
+    assert [b.name for b in base] == ["numpy", "numpy out=", "numexpr", "fusebind"]
+    ort = candidates_for(w, xs, out, cores="all", numba_jit=False, compilers=False, group="ort")
+    assert [b.name for b in ort] == ["ORT default", "fusebind"]
     nb = candidates_for(w, xs, out, cores="all", numba_jit=False, compilers=False, group="numba")
     assert [b.name for b in nb] == ["numba parallel", "fusebind"]
     alone = candidates_for(w, xs, out, cores="all", numba_jit=False, compilers=False, group="alone")
