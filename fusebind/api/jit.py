@@ -26,6 +26,7 @@ fast path `bind` builds that list and the thunk checks it.
 from __future__ import annotations
 
 import functools
+import itertools
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -62,6 +63,11 @@ def default_optimizer(backend: str, session: Any = None) -> Callable[..., Any]:
         return optimize_graph(module, ctx)
     return optimize
 
+
+#: At most this many trace keys (shapes, dtypes, statics) are kept per function; past it the
+#: oldest is forgotten (`JitFunction._forget_oldest`). A serving process that sees a new shape per
+#: call with dynamic=False keeps ~130 KiB per trace (docs/SOAK.md): this bounds it at ~33 MiB.
+MAX_TRACE_KEYS = 256
 
 #: the order `JitStats` shows its fields in
 _STATS_ORDER = ("calls", "traces", "plans", "plan_hits", "compiles", "object_cache_hits", "arm0_calls",
@@ -156,6 +162,9 @@ class JitFunction:
                              threads=threads, cache=cache, before_compile=before_compile, machine=machine,
                              profile=profile)
         self._executors: dict[Any, Executor] = {}
+        self._serial = itertools.count()  # (the executors' keys: a trace key and a serial number)
+        #: the counters of executors dropped with their trace keys (`_forget_oldest`), in stats's order
+        self._retired: list[Any] = [0] * 7 + [0.0] * 3
         #: per trace key (capture.call_key), its traces, newest first: (binding, executor)
         self._entries: dict[Any, list[tuple[Binding, Executor]]] = {}
         #: trace key -> executor, for traces whose call arguments are the executor's (Binding.plain)
@@ -297,7 +306,7 @@ class JitFunction:
                                       optimize=default_optimizer(self._options["backend"], current_session()),
                                       arg_names=arg_names,
                                       **self._options)
-            self._executors[(key, len(self._executors))] = found.executor
+            self._executors[(key, next(self._serial))] = found.executor
             self._redirect(erased, found)
         if found is not None:
             ex = found.executor
@@ -305,8 +314,10 @@ class JitFunction:
             ex = Executor(module, self.name, name=self.name,
                           optimize=default_optimizer(self._options["backend"], current_session()),
                           arg_names=arg_names, **self._options)
-            self._executors[(key, len(self._executors))] = ex
+            self._executors[(key, next(self._serial))] = ex
         self._entries.setdefault(key, []).insert(0, (binding, ex, out_tree))  # the newest trace is tried first
+        if len(self._entries) > MAX_TRACE_KEYS:
+            self._forget_oldest()
         if binding.plain and out_tree is None and simple:
             self._plain[leaf_key] = ex
         for check in binding.checks:
@@ -432,26 +443,44 @@ class JitFunction:
 
     @property
     def stats(self) -> JitStats:
-        """Counters summed over every signature (see `JitStats`); seconds only with profile=True."""
+        """Counters summed over every signature (see `JitStats`), the forgotten traces'
+        (`MAX_TRACE_KEYS`) included; seconds only with profile=True."""
         profile = bool(self._options["profile"])
-        s = JitStats(traces=self._traces, profile=profile)
-        seconds = [0.0, 0.0, 0.0]
+        totals = list(self._retired)
         for ex in self._executors.values():
-            st = ex.stats
-            s.calls += st.calls
-            s.plans += st.plans
-            s.plan_hits += st.plan_hits
-            s.compiles += st.compiles
-            s.object_cache_hits += st.object_cache_hits
-            s.arm0_calls += st.arms.arm0_calls
-            s.fused_calls += st.arms.fused_calls
-            if profile:
-                seconds[0] += st.run_seconds or 0.0
-                seconds[1] += st.arms.arm0_seconds or 0.0
-                seconds[2] += st.arms.fused_seconds or 0.0
+            _add_counts(totals, ex.stats)
+        s = JitStats(traces=self._traces, profile=profile)
+        (s.calls, s.plans, s.plan_hits, s.compiles, s.object_cache_hits, s.arm0_calls, s.fused_calls,
+         run, arm0, fused) = totals
         if profile:
-            s.run_seconds, s.arm0_seconds, s.fused_seconds = seconds
+            s.run_seconds, s.arm0_seconds, s.fused_seconds = run, arm0, fused
         return s
+
+    def _forget_oldest(self) -> None:
+        """Drop the oldest trace key (past `MAX_TRACE_KEYS`): its traces, their plain route, and the
+        executors no other key uses (closed; their counts stay in `stats`). A call at that key again
+        traces again."""
+        key = next(iter(self._entries))
+        dropped = self._entries.pop(key)
+        self._last = (None, None, None)  # (it may be a dropped executor's fast path)
+        live = {id(ex) for entries in self._entries.values() for _, ex, _ in entries}
+        gone = {id(ex) for _, ex, _ in dropped} - live
+        for leaf_key, ex in list(self._plain.items()):
+            if id(ex) in gone:
+                del self._plain[leaf_key]
+        for k, ex in list(self._executors.items()):
+            if id(ex) in gone:
+                del self._executors[k]
+                _add_counts(self._retired, ex.stats)
+                ex.close()
+
+
+def _add_counts(totals: list[Any], st: Any) -> None:
+    """Add an executor's counters to `totals` (JitFunction.stats's order)."""
+    for i, v in enumerate((st.calls, st.plans, st.plan_hits, st.compiles, st.object_cache_hits, st.arms.arm0_calls,
+                           st.arms.fused_calls, st.run_seconds or 0.0, st.arms.arm0_seconds or 0.0,
+                           st.arms.fused_seconds or 0.0)):
+        totals[i] += v
 
 
 def _receive(fn: JitFunction, state: tuple[Any, ...]) -> JitFunction:

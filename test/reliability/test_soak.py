@@ -254,3 +254,27 @@ def test_lasting_code_goes_to_an_engine_that_never_rotates() -> None:
         assert out[0] == 7
     finally:
         loader.LIBRARIES_PER_ENGINE = saved
+
+
+# --------------------------------------------------------------------------- a function's traces
+
+
+def test_a_jit_function_keeps_at_most_max_trace_keys_traces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past MAX_TRACE_KEYS the oldest trace key is forgotten: its executor closes, its counts stay in
+    `stats`, and a call at that shape again traces again and is right."""
+    import sys
+
+    import fusebind as fb
+    from fusebind.api.jit import JitFunction
+
+    monkeypatch.setattr(sys.modules[JitFunction.__module__], "MAX_TRACE_KEYS", 3)
+    f = fb.jit(lambda x: np.tanh(x) * 2.0 + 1.0, dynamic=False)
+    xs = [np.linspace(-2, 2, n, dtype=np.float32) for n in range(5, 11)]
+    for x in xs:
+        np.testing.assert_allclose(f(x), np.tanh(x) * 2.0 + 1.0, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(f(x), np.tanh(x) * 2.0 + 1.0, rtol=1e-6, atol=1e-6)
+    assert len(f._entries) == 3 and len(f._executors) == 3 and len(f._plain) <= 3
+    st = f.stats
+    assert (st.calls, st.traces) == (12, 6)
+    np.testing.assert_allclose(f(xs[0]), np.tanh(xs[0]) * 2.0 + 1.0, rtol=1e-6, atol=1e-6)
+    assert (f.stats.calls, f.stats.traces) == (13, 7) and len(f._entries) == 3
