@@ -500,7 +500,7 @@ def _check_machine_choice(machine: Any) -> MachineModel | str | None:
 def _default_threads() -> int:
     import os
 
-    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 def _pick_func(module: Any, entry: str | None) -> Any:

@@ -344,7 +344,8 @@ class _Api:
 
         futex_nr, hint = _arch()
         try:
-            self.loaded = load_object(compile_llvm_ir(pool_ir(futex_nr, hint), "fb_pool_api"), "fb_pool_api")
+            self.loaded = load_object(compile_llvm_ir(pool_ir(futex_nr, hint), "fb_pool_api"), "fb_pool_api",
+                                      lasting=True)  # (one pool per process)
         except FusebindError as exc:  # LoweringError, ObjectLoadError
             raise PoolUnavailable(f"could not build the native pool: {type(exc).__name__}: {exc}") from exc
         table = (ctypes.c_void_p * 5)()

@@ -351,7 +351,7 @@ def thunk_for(signature: KernelSignature, parallel: Sequence[int] | None = None)
 
             try:
                 code = _thunk_object(signature, par)
-                loaded = load_object(code, "fb_thunk")
+                loaded = load_object(code, "fb_thunk", lasting=True)  # (cached for the process: _thunks)
             except FusebindError as exc:  # LoweringError (codegen), ObjectLoadError (linking)
                 raise ThunkUnavailable(f"could not build the call thunk for {signature}: "
                                        f"{type(exc).__name__}: {exc}") from exc
