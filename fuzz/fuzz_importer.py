@@ -5,8 +5,8 @@ backend suite) to `fusebind.onnx.importer.import_model` (untrusted: onnx's C++ p
 child process). Half the mutations are atheris' own byte edits; half are structured (`mutate_model`:
 a dim, a name, an op type, an attribute, an opset, a data type, a data location changed in the
 parsed ModelProto), so inputs reach past the protobuf decoder into the checks and the handlers.
-The contract: an `ImportedModel` or an `fb.FusebindError` subclass; anything else, or a crash of this
-process, is a finding: atheris saves the input as `crash-<sha1>` in the working directory; copy it to
+The contract: an `ImportedModel` (traced on zeros when its inputs are small and static: every
+handler runs) or an `fb.FusebindError` subclass; anything else, or a crash of this process, is a finding: atheris saves the input as `crash-<sha1>` in the working directory; copy it to
 `test/reliability/corpus/onnx/` so pytest replays it (test_fuzz_importer.py).
 
 Run (bounded):  python fuzz/fuzz_importer.py -max_total_time=300 [corpus_dir ...]
@@ -152,13 +152,33 @@ def mutated_bytes(data: bytes, rng: random.Random, edits: int = 1) -> bytes:
         return data
 
 
-def check_one(data: bytes) -> str:
-    """The importer's contract for one input: 'ok' or the fb error's class name; raises otherwise."""
+#: a model whose declared inputs are static and at most this many elements in all is also traced
+#: (`ImportedModel.mlir` on zeros: every handler runs, nothing is compiled)
+TRACE_ELEMENTS = 4096
+
+
+def _zeros(imported: Any) -> list[Any] | None:
+    import numpy as np
+
+    shapes = [(s, d) for s, d in imported.input_types]
+    if any(s is None or d is None or any(x is None or x < 0 for x in s) for s, d in shapes):
+        return None
+    if sum(int(np.prod(s, dtype=object)) for s, _ in shapes) > TRACE_ELEMENTS:
+        return None
+    return [np.zeros(s, d) for s, d in shapes]
+
+
+def check_one(data: bytes, trace: bool = False) -> str:
+    """The importer's contract for one input: 'ok' or the fb error's class name; raises otherwise.
+    With `trace`, a model with small static inputs is traced too (the handlers' contract)."""
     import fusebind as fb
     from fusebind.onnx.importer import import_model
 
     try:
-        import_model(bytes(data))
+        imported = import_model(bytes(data))
+        zeros = _zeros(imported) if trace else None
+        if zeros is not None:
+            imported.mlir(*zeros)
         return "ok"
     except fb.FusebindError as e:
         if not str(e):
