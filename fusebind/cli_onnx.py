@@ -14,6 +14,7 @@ Must not: import fusebind.cli (it imports this), or write the binding table.
 from __future__ import annotations
 
 import argparse
+import os
 import json
 from typing import Any, Callable, TextIO
 
@@ -31,18 +32,18 @@ def is_onnx(path: str | None) -> bool:
 
 def load_onnx_model(path: str, progress: Progress) -> Any:
     """The model at `path` as a `fusebind.onnx.OnnxFunction`; CliError when it cannot be read."""
-    import onnx
-
     from fusebind.onnx import load
+    from fusebind.onnx.trust import InvalidModel
 
     progress(f"import {path}: version conversion, shape inference, one handler per node")
-    try:
-        proto = onnx.load(path)
+    if not os.path.isfile(path):
+        raise CliError(f"cannot read model file '{path}': no such file")
+    try:  # by path: external data is read only from inside the model's directory (onnx/external_data.py)
+        return load(path)
     except OSError as err:
         raise CliError(f"cannot read model file '{path}': {err.strerror or err}") from None
-    except Exception as err:  # protobuf's DecodeError and friends
-        raise CliError(f"{path}: not an ONNX model ({type(err).__name__}: {err})") from None
-    return load(proto)
+    except InvalidModel as err:
+        raise CliError(str(err)) from None
 
 
 def onnxruntime_session(path: str) -> tuple[Any, str]:

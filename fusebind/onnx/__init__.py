@@ -15,7 +15,8 @@ import importlib
 from typing import Any
 
 #: public name -> the module of this package that defines it
-_LAZY = {"load": "frontdoor", "OnnxFunction": "frontdoor", "UnsupportedModel": "registry"}
+_LAZY = {"load": "frontdoor", "OnnxFunction": "frontdoor", "UnsupportedModel": "registry",
+         "InvalidModel": "trust", "ExternalDataRefused": "trust", "ModelTooLarge": "trust"}
 
 
 def __getattr__(name: str) -> Any:
@@ -27,4 +28,4 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["OnnxFunction", "UnsupportedModel", "load"]
+__all__ = ["ExternalDataRefused", "InvalidModel", "ModelTooLarge", "OnnxFunction", "UnsupportedModel", "load"]

@@ -126,7 +126,7 @@ def test_parameter_input_must_come_from_a_file(tmp_path):
 def test_bad_files_and_names_are_one_line_errors(tmp_path, block_path):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x00not a model")
-    one_line_error(*run_cli("run", str(bad), "-q")[::2], f"{bad}: not an ONNX model")
+    one_line_error(*run_cli("run", str(bad), "-q")[::2], f"the file '{bad}' cannot be read as an ONNX model (protobuf: ")
     one_line_error(*run_cli("run", str(tmp_path / "missing.onnx"), "-q")[::2], "cannot read model file")
     one_line_error(*run_cli("run", str(block_path), "--input", "toks=x.npy", "-q")[::2],
                    "the model has no input 'toks'; its inputs are tokens")

@@ -394,3 +394,22 @@ def test_a_handler_failing_on_malformed_inputs_names_the_node() -> None:
                                       "Conv can take (ValueError: ")
     assert str(info.value).endswith("if the model is valid ONNX, this is a fusebind bug: please report it")
     assert isinstance(info.value.__cause__, ValueError) and not isinstance(info.value.__cause__, fb.FusebindError)
+
+
+def test_the_cli_reads_external_data_through_the_same_checks(weights_dir: Path) -> None:
+    """`fusebind run model.onnx` loads by path (it once called onnx.load, which reads external data
+    itself, past every check here): a location leaving the directory is a one-line error."""
+    import io
+
+    from fusebind.cli import main
+
+    path = save(weights_dir, add_model(external_tensor("../outside/w.bin")))
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["run", str(path), "-q"], stdout=out, stderr=err) == 2
+    assert err.getvalue() == ("fusebind: error: fusebind.onnx: initializer 'w': the external data location "
+                              "'../outside/w.bin' contains '..'; fusebind reads external data only from files "
+                              "inside the model's directory\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["run", str(save(weights_dir, add_model(external_tensor("w.bin")))), "--repeat", "0", "-q"],
+                stdout=out, stderr=err) == 0, err.getvalue()
+    assert "result: PASS" in out.getvalue()
