@@ -30,7 +30,7 @@ import numpy as np
 from fusebind.api import numpy_kernels as K
 from fusebind.api.errors import FusebindValueError
 from fusebind.api.tracer import as_tracer
-from fusebind.dialect.prim_window import WindowOp, window_values
+from fusebind.dialect.prim_window import WindowOp, window_out_size, window_values
 
 
 def _spatial(x: Any, what: str) -> int:
@@ -68,6 +68,12 @@ def out_size(n: int, k: int, s: int, d: int, lo: int, hi: int, ceil_mode: bool =
 
 
 
+#: The largest window (im2col) fusebind builds: 2^32 elements (16 GiB of f32). Checked before any
+#: allocation, so pads or strides that claim more (a hostile or broken model: the importer fuzzer's
+#: Conv with pads of 2^31 asked numpy for 16 GiB while tracing) are a clear error.
+MAX_WINDOW_ELEMENTS = 1 << 32
+
+
 def _window(x: Any, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
             lhs_dilation: Sequence[int], lo: Sequence[int], hi: Sequence[int], fill: float, what: str) -> Any:
     """prim.window of the last len(kernel) dims: (lead..., *kernel, *out)."""
@@ -79,6 +85,14 @@ def _window(x: Any, kernel: Sequence[int], strides: Sequence[int], dilations: Se
         if span > room:
             raise FusebindValueError(f"{what}: spatial dim {i}: the (dilated) kernel spans {span} elements, more "
                                      f"than the {room} of the padded input; pad the input or use a smaller kernel")
+    outs = [window_out_size(ins[i], kernel[i], strides[i], dilations[i], lhs_dilation[i], lo[i], hi[i])
+            for i in range(d)]
+    size = math.prod(int(n) for n in x.shape[:x.ndim - d]) * math.prod(kernel) * math.prod(outs)
+    if size > MAX_WINDOW_ELEMENTS:
+        raise FusebindValueError(
+            f"{what}: the window of this input (kernel {tuple(kernel)}, {tuple(outs)} output positions, pads "
+            f"{tuple(lo)}/{tuple(hi)}, strides {tuple(strides)}) has {size} elements, more than fusebind builds "
+            f"(2^32); check the pads, strides and dilations (a model's attributes claim this size)")
     geo = {"strides": tuple(strides), "dilations": tuple(dilations), "lhs_dilation": tuple(lhs_dilation),
            "pads_lo": tuple(lo), "pads_hi": tuple(hi)}
     graph = K.graph_of(x)

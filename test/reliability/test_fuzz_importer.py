@@ -71,6 +71,20 @@ def test_the_onnx_regression_corpus_replays_cleanly(path: Path) -> None:
     assert outcome == expected, (path.name, outcome)
 
 
+@pytest.mark.parametrize("path", sorted((CORPUS_DIR / "onnx_traced").glob("*.onnx")), ids=lambda p: p.name)
+def test_the_traced_onnx_corpus_replays_cleanly_under_a_memory_limit(path: Path) -> None:
+    """Models whose attributes claim huge intermediates (a Conv padded by 2^31 once made numpy allocate
+    16 GiB while tracing): imported and traced in a child limited to 4 GiB of address space, each
+    keeps its outcome ("<ErrorClass>--<what>.onnx") instead of a MemoryError or a kill."""
+    script = (f"import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+              f"sys.path.insert(0, {str(ROOT / 'fuzz')!r})\n"
+              f"import fuzz_importer\n"
+              f"print(fuzz_importer.check_one(open({str(path)!r}, 'rb').read(), trace=True))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == path.name.split("--", 1)[0]
+
+
 def test_atheris_importer_harness_runs_bounded_without_crashes(tmp_path: Path) -> None:
     pytest.importorskip("atheris", reason="atheris is not installed (pip install atheris)")
     seconds = scaled(5, 600)
