@@ -21,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from fusebind.onnx.registry import NodeContext, onnx_op
+from fusebind.onnx.trust import MAX_INITIALIZER_BYTES, ModelTooLarge
 
 from fusebind.onnx.values import (  # noqa: F401  (re-exported: the helpers' first home)
     _const_i64, _ones_tuple, const_array, const_inputs, const_ints, is_const, lift, norm_axis, opt)
@@ -81,18 +82,34 @@ def identity(ctx: NodeContext, x: Any) -> Any:
     return x
 
 
+def claimed(ctx: NodeContext, shape: Sequence[int], dtype: Any) -> tuple[int, ...]:
+    """`shape`, when a result of that shape and `dtype` fits the import budget; else ModelTooLarge
+    before anything is allocated (a shape read from the model's constants is the file's claim: a
+    ConstantOfShape of [2^20, 2^20] asked numpy for 4 TiB)."""
+    shape = tuple(int(n) for n in shape)
+    size = math.prod(shape) * np.dtype(dtype).itemsize
+    if size > MAX_INITIALIZER_BYTES:
+        raise ModelTooLarge(f"{ctx.where()}: its constant result of shape {shape} would hold {size} bytes, more than "
+                            f"the import budget ({MAX_INITIALIZER_BYTES} bytes); the model's constants claim this size")
+    return shape
+
+
 @onnx_op("Expand")
 @const_inputs(1)
 def expand(ctx: NodeContext, x: Any, shape: Any) -> Any:
     target = tuple(const_ints(ctx, shape, "shape"))
     out = np.broadcast_shapes(tuple(x.shape), target)  # ONNX's Expand broadcasts both ways
-    return np.array(np.broadcast_to(x, out)) if is_const(x) else np.broadcast_to(x, out)
+    return np.array(np.broadcast_to(x, claimed(ctx, out, x.dtype))) if is_const(x) else np.broadcast_to(x, out)
 
 
 @onnx_op("Tile")
 @const_inputs(1)
 def tile(ctx: NodeContext, x: Any, repeats: Any) -> Any:
-    return np.tile(x, tuple(const_ints(ctx, repeats, "repeats")))
+    reps = tuple(const_ints(ctx, repeats, "repeats"))
+    if is_const(x):
+        full = (1,) * (len(reps) - x.ndim) + tuple(x.shape)
+        claimed(ctx, [n * r for n, r in zip(full, (1,) * (len(full) - len(reps)) + reps)], x.dtype)
+    return np.tile(x, reps)
 
 
 @onnx_op("DepthToSpace")
@@ -358,7 +375,7 @@ def constant(ctx: NodeContext) -> Any:
 def constant_of_shape(ctx: NodeContext, shape: Any) -> Any:
     value = ctx.attr("value")
     value = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
-    return np.full(tuple(const_ints(ctx, shape, "shape")), value[0], dtype=value.dtype)
+    return np.full(claimed(ctx, const_ints(ctx, shape, "shape"), value.dtype), value[0], dtype=value.dtype)
 
 
 @onnx_op("Range")
@@ -369,6 +386,7 @@ def range_(ctx: NodeContext, start: Any, limit: Any, delta: Any) -> Any:
     if float(d) == 0:
         raise ctx.unsupported("a Range delta of 0 (no number of elements)")
     n = max(int(math.ceil((float(lim) - float(s)) / float(d))), 0)
+    claimed(ctx, (n,), np.int64)  # (np.arange's own type before the cast)
     return (s + np.arange(n).astype(s.dtype) * d).astype(s.dtype)
 
 

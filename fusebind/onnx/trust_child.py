@@ -43,6 +43,20 @@ def prepare(data: bytes, target: int) -> bytes:
     return model.SerializeToString()
 
 
+def limit_memory(n: int) -> None:
+    """Bound this child's address space for a request of `n` bytes (4 GiB + 8 bytes per byte of the
+    model): onnx's data propagation computes what a node claims (a Range of 2^40 elements), and
+    without a bound it grew until the kernel's OOM killer took it (80 s of swapping the machine); with
+    one the allocation fails at once as a MemoryError, which the passes report like any failure."""
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    soft = (4 << 30) + 8 * n
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 def _read(stream: object, n: int) -> bytes:
     out = bytearray()
     while len(out) < n:
@@ -64,6 +78,7 @@ def main() -> int:
         except EOFError:
             return 0
         try:
+            limit_memory(n)
             status, reply = 0, prepare(data, target)
         except Exception as e:  # a Python-level failure is reported, not a crash
             status, reply = 1, f"{type(e).__name__}: {e}".encode("utf-8", "replace")

@@ -413,3 +413,28 @@ def test_the_cli_reads_external_data_through_the_same_checks(weights_dir: Path) 
     assert main(["run", str(save(weights_dir, add_model(external_tensor("w.bin")))), "--repeat", "0", "-q"],
                 stdout=out, stderr=err) == 0, err.getvalue()
     assert "result: PASS" in out.getvalue()
+
+
+_BIG = numpy_helper.from_array(np.array([1 << 20, 1 << 20], np.int64), "s")
+_ONE = numpy_helper.from_array(np.ones((1, 1), np.float32), "one")
+
+
+@pytest.mark.parametrize("op, inputs, inits, shape, size", [
+    ("ConstantOfShape", ["s"], [_BIG], (1 << 20, 1 << 20), 4 << 40),
+    ("Expand", ["one", "s"], [_ONE, _BIG], (1 << 20, 1 << 20), 4 << 40),
+    ("Tile", ["one", "s"], [_ONE, _BIG], (1 << 20, 1 << 20), 4 << 40),
+    ("Range", ["a", "b", "d"], [numpy_helper.from_array(np.array(v, np.float32), n)
+                                for n, v in (("a", 0.0), ("b", 2.0 ** 40), ("d", 1.0))], (1 << 40,), 8 << 40),
+])
+def test_constants_a_node_claims_are_checked_before_they_are_allocated(op, inputs, inits, shape, size) -> None:
+    """A shape read from the model's constants is a claim like a tensor's dims: over the budget it is
+    ModelTooLarge naming the node, not numpy's MemoryError (or, below the machine's memory, an
+    allocation of whatever the file asked for)."""
+    model = graph_model([helper.make_node(op, inputs, ["c"], name="c"), helper.make_node("Add", ["x", "c"], ["y"])],
+                        inputs=(("x", [1]),), outputs=(("y", None),), inits=inits)
+    f = load(model.SerializeToString())
+    with pytest.raises(ModelTooLarge) as info:
+        f(np.zeros(1, np.float32))
+    assert str(info.value) == (f"node 'c' ({op}, opset 21): its constant result of shape {shape} would hold {size} "
+                               "bytes, more than the import budget (4294967296 bytes); the model's constants claim "
+                               "this size")
