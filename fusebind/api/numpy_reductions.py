@@ -149,7 +149,7 @@ any_, all_ = _logical("any"), _logical("all")
 
 def _float_acc(graph: Graph, p: Probe, what: str) -> np.dtype:
     R = _dtype(p)
-    if R.kind != "f":
+    if not is_floating(R):  # (bfloat16 is kind "V" in numpy)
         raise unsupported(graph, f"{what} with an integer dtype= is not supported on traced arrays; use a float "
                                  "dtype")
     return K.check_dtype(graph, R, what)

@@ -49,6 +49,32 @@ from typing import Any
 from fusebind.dialect.errors import FusebindError
 
 
+#: Compiler-runtime functions LLVM's x86 backend may call from a kernel that neither the process
+#: (libgcc has no bfloat16 helpers) nor the kernel defines: linked once, given to every library.
+#: `__truncsfbf2`: float -> bfloat16, round to nearest even (ml_dtypes' and numpy's rounding); a NaN
+#: stays a NaN of its sign (quieted). A kernel that rounds f32 to bf16 through a libcall (the window
+#: pools, a bf16 mean's epilogue) failed to link without it ("Symbols not found") and ran arm 0.
+SUPPORT_IR = {
+    "__truncsfbf2": """
+define bfloat @__truncsfbf2(float %x) {
+  %u = bitcast float %x to i32
+  %abs = and i32 %u, 2147483647
+  %nan = icmp ugt i32 %abs, 2139095040
+  %top = lshr i32 %u, 16
+  %odd = and i32 %top, 1
+  %bias = add i32 %odd, 32767
+  %sum = add i32 %u, %bias
+  %rounded = lshr i32 %sum, 16
+  %quiet = or i32 %top, 64
+  %bits = select i1 %nan, i32 %quiet, i32 %rounded
+  %half = trunc i32 %bits to i16
+  %out = bitcast i16 %half to bfloat
+  ret bfloat %out
+}
+""",
+}
+
+
 class ObjectLoadError(FusebindError, RuntimeError):
     """Object code could not be linked, or lacks the requested symbol."""
 
@@ -110,6 +136,8 @@ class _Jit:
         self._lasting: _Engine | None = None
         self._counter = itertools.count()
         self._engines: set[_Engine] = set()  # every engine not disposed yet
+        self._support_symbols: dict[str, int] | None = None
+        self._support_trackers: list[Any] = []  # (they keep the support code linked)
         self.loaded = self.freed = self.live_bytes = 0
 
     def _engine(self, lasting: bool = False) -> _Engine:
@@ -143,13 +171,34 @@ class _Jit:
         if jit is not None:
             jit.close()
 
+    def _support(self) -> dict[str, int]:
+        """The compiler-runtime functions kernels may call that the process lacks (under the lock):
+        name -> address, linked once into the lasting engine (`SUPPORT_IR`)."""
+        if self._support_symbols is None:
+            import llvmlite.binding as llvm
+
+            from fusebind.lowering.codegen import compile_llvm_ir
+
+            found: dict[str, int] = {}
+            for name, ir in SUPPORT_IR.items():
+                builder = llvm.JITLibraryBuilder().add_object_img(compile_llvm_ir(ir, name)).add_current_process()
+                builder.export_symbol(name)
+                tracker = builder.link(self._engine(True).jit, f"fusebind_support_{name}")
+                self._support_trackers.append(tracker)
+                found[name] = tracker[name]
+            self._support_symbols = found
+        return self._support_symbols
+
     def link(self, code: bytes, symbol: str, lasting: bool = False) -> LoadedCode:
         import llvmlite.binding as llvm
 
         with self._lock:
+            support = self._support()
             engine = self._engine(lasting)
             name = f"fusebind_obj{next(self._counter)}"
             builder = llvm.JITLibraryBuilder().add_object_img(code).add_current_process()
+            for support_name, address in support.items():
+                builder.import_symbol(support_name, address)
             builder.export_symbol(symbol)
             try:
                 tracker = builder.link(engine.jit, name)
