@@ -128,7 +128,12 @@ def test_every_fusebind_command_the_readme_shows_runs() -> None:
             extra = ["--repeat", "1"] if argv[1] == "run" else []
             code, text, err_text = run_cli(*argv[1:], *extra, "-q")
             assert code == 0, (argv, err_text)
-            assert "result: PASS" in text if argv[1] == "run" else "func.func" in text
+            if argv[1] == "run":
+                assert "result: PASS" in text, argv
+            elif "--dot" in argv:
+                assert text.startswith("digraph ") and "subgraph cluster_region_" in text, argv
+            else:
+                assert "func.func" in text, argv
     finally:
         os.chdir(cwd)
     code, out, _ = run_cli(str(REPO / "examples" / "mlp.mlir"), "--entry", "mlp", "--shape", "x=128x64", "-q",
