@@ -46,3 +46,63 @@ def test_the_kernel_multiplies_plain_and_transposed_operands(elem: str) -> None:
 def test_integer_matmul_has_no_blas_kernel() -> None:
     with pytest.raises(StaticKernelError, match="no BLAS matmul for i32; BLAS covers f32 and f64"):
         blas_matmul_kernel("i32", Session())
+
+
+def test_blas_threads_sets_the_count_in_the_block_and_restores_it() -> None:
+    from fusebind.runtime.blas import blas_get_threads, blas_set_threads, blas_threads
+
+    before = blas_set_threads(2)
+    try:
+        with blas_threads(1) as now:
+            assert now == 1 and blas_get_threads() == 1
+            a = np.arange(12.0).reshape(3, 4)
+            np.testing.assert_array_equal(a @ a.T, np.einsum("ik,jk->ij", a, a))  # numpy's gemm still right
+        assert blas_get_threads() == 2
+    finally:
+        blas_set_threads(before)
+
+
+def test_concurrent_blocks_run_at_the_smallest_request_and_the_last_restores() -> None:
+    """A pool task's block asking for 1 wins over a lone step's 2 while both are open, in any
+    closing order; the count before the first block comes back when the last one closes."""
+    import threading
+
+    from fusebind.runtime.blas import blas_get_threads, blas_set_threads, blas_threads
+
+    before = blas_set_threads(2)
+    opened, release, seen = threading.Event(), threading.Event(), []
+
+    def task() -> None:
+        with blas_threads(1):
+            opened.set()
+            release.wait(10)
+            seen.append(blas_get_threads())
+
+    try:
+        t = threading.Thread(target=task)
+        t.start()
+        assert opened.wait(10)
+        with blas_threads(2) as now:
+            assert now == 1 and blas_get_threads() == 1  # the other thread's 1 holds
+            release.set()
+            t.join(10)
+            assert seen == [1] and blas_get_threads() == 2  # its block closed: this one's 2
+        assert blas_get_threads() == 2
+        with blas_threads(2):
+            blas_set_threads(1)  # a raw set inside a block is overridden when the block closes
+        assert blas_get_threads() == 2
+    finally:
+        release.set()
+        blas_set_threads(before)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_blas_threads_refuses_a_count_below_one(bad) -> None:
+    from fusebind.dialect.errors import FusebindValueError
+    from fusebind.runtime.blas import blas_set_threads, blas_threads
+
+    with pytest.raises(FusebindValueError, match=r"blas_threads needs an int >= 1, got"):
+        with blas_threads(bad):
+            pass
+    with pytest.raises(FusebindValueError, match=r"blas threads must be an int >= 1, got"):
+        blas_set_threads(bad)
