@@ -21,10 +21,19 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import ml_dtypes
 import numpy as np
 
-BFLOAT16: np.dtype = np.dtype(ml_dtypes.bfloat16)
+from fusebind.dialect.types import bfloat16_dtype, is_bfloat16
+
+
+def __getattr__(name: str) -> Any:
+    # `BFLOAT16` on first use: importing ml_dtypes costs ~1 s of CPU, which programs without
+    # bfloat16 never pay (is_bfloat16 answers without it; docs/COMPILE_LATENCY.md)
+    if name == "BFLOAT16":
+        return bfloat16_dtype()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 #: the gufuncs whose loop numpy + ml_dtypes gives a float32 output for bfloat16 inputs
 _WIDENING_GUFUNCS = frozenset({"matmul", "vecdot", "matvec", "vecmat"})
 
@@ -32,7 +41,7 @@ _WIDENING_GUFUNCS = frozenset({"matmul", "vecdot", "matvec", "vecmat"})
 def is_floating(dt: Any) -> bool:
     """numpy's `dt.kind == "f"`, true for bfloat16 too (whose kind is "V")."""
     dt = np.dtype(dt)
-    return dt.kind == "f" or dt == BFLOAT16
+    return dt.kind == "f" or is_bfloat16(dt)
 
 
 def bf16_lattice(keys: Sequence[Any]) -> np.dtype | None:
@@ -40,11 +49,11 @@ def bf16_lattice(keys: Sequence[Any]) -> np.dtype | None:
     `bool` of weak scalars) when one of them is bfloat16; None when none is. Integers, bools and
     weak scalars take bfloat16; a wider float wins, float16 meets bfloat16 at float32."""
     dts = [np.dtype(k) for k in keys if not isinstance(k, type)]
-    if BFLOAT16 not in dts:
+    if not any(is_bfloat16(d) for d in dts):
         return None
-    floats = [d for d in dts if is_floating(d) and d != BFLOAT16]
+    floats = [d for d in dts if is_floating(d) and not is_bfloat16(d)]
     if not floats:
-        return BFLOAT16
+        return bfloat16_dtype()
     return np.result_type(np.float32, *floats)
 
 
@@ -58,13 +67,13 @@ def narrow_result(ufunc: np.ufunc, keys: Sequence[Any], ins: list[np.dtype],
         return None
     name = ufunc.__name__
     if ins[0] == target:
-        if name in _WIDENING_GUFUNCS and target == BFLOAT16 and outs != [target]:
+        if name in _WIDENING_GUFUNCS and is_bfloat16(target) and outs != [target]:
             return ins, [target] * len(outs)  # f32 BLAS inside, rounded once to bf16
         return None
     # numpy widened (bf16 with an int32 array: float64): recompute numpy's loop at the target
     loop = ufunc.resolve_dtypes(tuple(target if not isinstance(k, type) else k for k in keys)
                                 + (None,) * ufunc.nout)
     new_ins, new_outs = list(loop[:ufunc.nin]), list(loop[ufunc.nin:])
-    if name in _WIDENING_GUFUNCS and target == BFLOAT16:
+    if name in _WIDENING_GUFUNCS and is_bfloat16(target):
         new_outs = [target] * len(new_outs)
     return new_ins, new_outs

@@ -14,16 +14,20 @@ Also owns the xDSL attributes of these types and the shape convention used
 throughout the dialect: a shape is a tuple whose entries are ints (static) or
 `None` (dynamic). Integers named `iN` are signless in the IR and read as signed
 (two's complement), like numpy's int32/int64; `uiN` are unsigned.
+bfloat16's numpy dtype is ml_dtypes' (whose import costs ~1 s of CPU), so it is resolved on
+first use (`ElementInfo.numpy`, `bfloat16_dtype`) and `is_bfloat16` answers without importing
+ml_dtypes: a bfloat16 array can only exist once ml_dtypes is loaded (docs/COMPILE_LATENCY.md).
 It must not import anything from other fusebind packages.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
-import ml_dtypes
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     BFloat16Type,
@@ -45,14 +49,26 @@ class ElementInfo:
     name: str  # the MLIR / xDSL name: "f32", "i1", ...
     kind: str  # "float", "int" (signless, read as signed), "uint" (unsigned) or "bool"
     bits: int  # the width of a value (i1: 1; stored as a byte, see `nbytes`)
-    numpy: np.dtype  # numpy's dtype of the same values in the same layout
+    #: numpy's dtype of the same values in the same layout, or a function giving it (bfloat16's,
+    #: whose module is imported only when asked); read it as `numpy`
+    dtype_source: Any
     llvm: str  # the LLVM IR type: "float", "double", "i32", ...
     prim: bool  # a prim element type (else only in the MLIR text lowering writes)
     family: str = "base"  # the `FAMILIES` entry that switches it on ("base": always on)
+    _resolved: list = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def numpy(self) -> np.dtype:
+        """numpy's dtype of the same values in the same layout (bfloat16: imports ml_dtypes)."""
+        if not self._resolved:
+            src = self.dtype_source
+            self._resolved.append(np.dtype(src() if callable(src) and not isinstance(src, type) else src))
+        return self._resolved[0]
 
     @property
     def nbytes(self) -> int:
-        return self.numpy.itemsize
+        # from the width, not `numpy`, so byte counts never import ml_dtypes (i1 is stored as a byte)
+        return max(1, self.bits // 8)
 
     @property
     def mlir(self) -> str:
@@ -69,8 +85,33 @@ FAMILIES: dict[str, bool] = {
 }
 
 
-def _info(name: str, kind: str, bits: int, numpy: type, llvm: str, family: str = "base") -> ElementInfo:
-    return ElementInfo(name, kind, bits, np.dtype(numpy), llvm, family == "base" or FAMILIES[family], family)
+def _info(name: str, kind: str, bits: int, numpy: type | Callable[[], Any], llvm: str,
+          family: str = "base") -> ElementInfo:
+    src = numpy if callable(numpy) and not isinstance(numpy, type) else np.dtype(numpy)
+    return ElementInfo(name, kind, bits, src, llvm, family == "base" or FAMILIES[family], family)
+
+
+_BF16: list[np.dtype] = []
+
+
+def bfloat16_dtype() -> np.dtype:
+    """ml_dtypes' bfloat16 (the one JAX uses), importing ml_dtypes on the first call."""
+    if not _BF16:
+        import ml_dtypes  # only here: programs without bfloat16 never pay its import
+
+        _BF16.append(np.dtype(ml_dtypes.bfloat16))
+    return _BF16[0]
+
+
+def is_bfloat16(dt: Any) -> bool:
+    """Whether `dt` (a dtype or anything `np.dtype` takes) is ml_dtypes' bfloat16. Without ml_dtypes
+    loaded no bfloat16 dtype exists in the process, so the answer is False without importing it."""
+    if "ml_dtypes" not in sys.modules:
+        return False
+    try:
+        return np.dtype(dt) == bfloat16_dtype()
+    except TypeError:
+        return False
 
 
 #: Every scalar type fusebind names, in `ELEMENT_TYPES` order (messages list them so).
@@ -81,7 +122,7 @@ ELEMENTS: dict[str, ElementInfo] = {e.name: e for e in (
     _info("i64", "int", 64, np.int64, "i64"),
     _info("i1", "bool", 1, np.bool_, "i1"),
     _info("f16", "float", 16, np.float16, "half", "narrow_float"),
-    _info("bf16", "float", 16, ml_dtypes.bfloat16, "bfloat", "narrow_float"),
+    _info("bf16", "float", 16, bfloat16_dtype, "bfloat", "narrow_float"),
     _info("i8", "int", 8, np.int8, "i8", "int_widths"),
     _info("i16", "int", 16, np.int16, "i16", "int_widths"),
     _info("ui8", "uint", 8, np.uint8, "i8", "int_widths"),
@@ -103,7 +144,6 @@ ELEMENT_BYTES: dict[str, int] = {n: e.nbytes for n, e in ELEMENTS.items()}
 
 Shape = tuple[int | None, ...]
 
-_NUMPY: dict[str, np.dtype] = {n: ELEMENTS[n].numpy for n in ELEMENT_TYPES}
 _FLOAT_ATTRS = {"f16": Float16Type, "bf16": BFloat16Type, "f32": Float32Type, "f64": Float64Type}
 
 
@@ -132,17 +172,61 @@ def element_type_name(attr: Attribute) -> str:
 
 def numpy_dtype(name: str) -> np.dtype:
     """The numpy dtype of an element type name (`"i1"` → bool)."""
-    try:
-        return _NUMPY[name]
-    except KeyError:
-        raise FusebindValueError(f"unknown element type {name!r}; expected one of {', '.join(ELEMENT_TYPES)}") from None
+    info = ELEMENTS.get(name) if isinstance(name, str) else None
+    if info is None or not info.prim:
+        raise FusebindValueError(f"unknown element type {name!r}; expected one of {', '.join(ELEMENT_TYPES)}")
+    return info.numpy
+
+
+#: the prim element types whose dtype is numpy's own, by dtype (bfloat16 is asked apart: `is_bfloat16`)
+_EAGER: dict[np.dtype, str] = {ELEMENTS[n].dtype_source: n for n in ELEMENT_TYPES
+                               if isinstance(ELEMENTS[n].dtype_source, np.dtype)}
+#: numpy's name of each prim element type's dtype, in `ELEMENT_TYPES` order, for messages (no import)
+NUMPY_NAMES: tuple[str, ...] = tuple(str(ELEMENTS[n].dtype_source) if n in _EAGER.values() else "bfloat16"
+                                     for n in ELEMENT_TYPES)
+
+
+def element_of_numpy(dtype: Any) -> str | None:
+    """The prim element type name of a numpy dtype object, or None for any other value; bfloat16
+    is recognised without importing ml_dtypes (see `is_bfloat16`)."""
+    if not isinstance(dtype, np.dtype):
+        return None
+    name = _EAGER.get(dtype)
+    if name is not None:
+        return name
+    if "bf16" in ELEMENT_TYPES and is_bfloat16(dtype):
+        return "bf16"
+    return next((n for d, n in _EAGER.items() if d == dtype), None)  # (equal but hashed apart: none known)
+
+
+class NumpyDtypeNames(Mapping):
+    """The read-only mapping numpy dtype -> prim element type name (`SUPPORTED` of the api) that
+    looks bfloat16 up without importing ml_dtypes; only iterating it resolves bfloat16's dtype."""
+
+    def __getitem__(self, dtype: Any) -> str:
+        name = element_of_numpy(dtype)
+        if name is None:
+            raise KeyError(dtype)
+        return name
+
+    def __contains__(self, dtype: object) -> bool:
+        return element_of_numpy(dtype) is not None
+
+    def __iter__(self) -> Iterator[np.dtype]:
+        return (ELEMENTS[n].numpy for n in ELEMENT_TYPES)
+
+    def __len__(self) -> int:
+        return len(ELEMENT_TYPES)
 
 
 def name_of_numpy_dtype(dtype: np.dtype) -> str:
     """The element type name of a numpy dtype; raises ValueError for other dtypes."""
-    for name, dt in _NUMPY.items():
-        if dt == dtype:
-            return name
+    try:
+        name = element_of_numpy(np.dtype(dtype))
+    except TypeError:
+        name = None
+    if name is not None:
+        return name
     raise FusebindValueError(f"numpy dtype {dtype} has no fusebind element type; use one of {', '.join(ELEMENT_TYPES)}")
 
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import ml_dtypes
 
 from fusebind.compiler.cost import Cost
 from fusebind.dialect.errors import FusebindError
+from fusebind.dialect.types import is_bfloat16
 from fusebind.runtime.resolve import ResolvedKernel, fmt_cost
 
 
@@ -68,9 +68,6 @@ class RegionDecision:
     kernel: ResolvedKernel | None = None
 
 
-_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
-
-
 def verify_results(decision: RegionDecision, fused: list[np.ndarray], ref: list[Any], action: str) -> bool:
     """True when the fused arm's results agree with arm 0's. A mismatch
     raises `FusedArmMismatch`, or with action "warn" warns and returns False
@@ -78,7 +75,7 @@ def verify_results(decision: RegionDecision, fused: list[np.ndarray], ref: list[
     agree = True
     for i, (f, r) in enumerate(zip(fused, ref)):
         r = np.asarray(r)
-        floating = f.dtype.kind == "f" or f.dtype == _BFLOAT16
+        floating = f.dtype.kind == "f" or is_bfloat16(f.dtype)
         if floating:
             # narrow floats: the fused arm rounds once, arm 0 after every op (docs/DTYPES.md): 16 of their eps
             eps = float(np.finfo(f.dtype).eps)
