@@ -173,6 +173,9 @@ class JitFunction:
         #: call's arguments are the kernel's, the FastPath): one attribute, read at once by
         #: the fast path, which calls the closure itself (no attribute lookup, no bound method)
         self._last: tuple[Any, Any, Any] = (None, None, None)
+        #: the last plan's one-call entry (FastPath.native) when the call's arguments are the
+        #: kernel's, else None: `native(*args)` checks, allocates and runs in one native call
+        self._native: Any = None
         self._traces = 0
         #: shape polymorphism (runtime/specialize.py, docs/DYNAMIC-SHAPES.md): None automatic, True every dim, False never
         self._shapes = ShapePolicy(dynamic)
@@ -198,6 +201,14 @@ class JitFunction:
         dicts, namedtuples, dataclasses, None) of arrays and scalars, and so
         may the result (the same structure with numpy arrays; dicts with
         sorted keys). out= only for an array or flat tuple result."""
+        # Fastest path: one fused kernel with a small output, the arguments its operands: one
+        # native call checks every argument (exact ndarray, dtype, shape, contiguity) and the
+        # table generation, allocates the output and runs, or declines with None (thunk.py).
+        native = self._native
+        if native is not None and out is None and not kwargs:
+            result = native(*args)
+            if result is not None:
+                return result
         # Fast path: one fused kernel, whose thunk checks every argument itself
         # (exact ndarray, dtype, shape, contiguity) and declines (runtime FastPath.call).
         # With scalar arguments or captured arrays, `bind` first makes the kernel's
@@ -218,8 +229,7 @@ class JitFunction:
             ex = plain.get(sig) if len(sig) == len(args) else None
             if ex is not None:
                 result = ex.run_signature(sig, list(args), out)
-                fast = ex.fast
-                self._last = (None if fast is None else fast.call, None, fast)
+                self._keep(ex.fast, None)
                 return result
         if ACTIVE[0] and tracing():
             return self._inline(args, kwargs, out)
@@ -235,14 +245,17 @@ class JitFunction:
         if result is None:
             result = ex.run_signature(tuple((a.shape, a.dtype) for a in full), full, out)
         if out_tree is not None:
-            self._last = (None, None, None)
+            self._keep(None, None)
             return unflatten(out_tree, [result] if type(result) is not tuple else result)
-        if simple:
-            fast = ex.fast
-            self._last = (None if fast is None else fast.call, binding.bind, fast)
-        else:  # the kernel's arguments are not the call's: no fast path
-            self._last = (None, None, None)
+        # (not simple: the kernel's arguments are not the call's: no fast path)
+        self._keep(ex.fast if simple else None, binding.bind)
         return result
+
+    def _keep(self, fast: Any, bind: Any) -> None:
+        """The fast path the next call tries first: `fast` (a FastPath or None), its
+        arguments made by `bind` (None: the call's own arguments)."""
+        self._last = (None if fast is None else fast.call, bind, fast)
+        self._native = None if fast is None or bind is not None else fast.native
 
     def _inline(self, args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
         """Called while this thread traces another function (nested jit): `fn` is traced inline
@@ -284,7 +297,7 @@ class JitFunction:
             return flat_result(self.fn(*args, **kwargs), self.name, trees)
 
         for other in list(_ALL):  # a jitted function called in this trace must not take its fast path
-            other._last = (None, None, None)
+            other._keep(None, None)
         module, graph = trace_graph(self.fn, arrays, names, self.name, kinds, call=call)
         out_tree = trees[0] if trees else None
         self._traces += 1
@@ -462,7 +475,7 @@ class JitFunction:
         traces again."""
         key = next(iter(self._entries))
         dropped = self._entries.pop(key)
-        self._last = (None, None, None)  # (it may be a dropped executor's fast path)
+        self._keep(None, None)  # (it may be a dropped executor's fast path)
         live = {id(ex) for entries in self._entries.values() for _, ex, _ in entries}
         gone = {id(ex) for _, ex, _ in dropped} - live
         for leaf_key, ex in list(self._plain.items()):

@@ -8,7 +8,9 @@ calls one parallel-for call on the native pool, pool.py, or in chunks on
 the Python split pool where there is none), `GuardedStep` (a Python
 callback kernel, called so that what it raised is re-raised) and
 `DescriptorStep` (prepared ctypes descriptors, when no thunk can be made),
-and `FastPath` (the whole plan as one thunk call the executor makes itself).
+and `FastPath` (the whole plan as one thunk call the executor makes itself; for
+a small output, `FastPath.native`, the thunk's one-call entry, also checks
+the table generation and allocates the output natively).
 
 These are on the hot path: they do what the call needs and nothing more
 (no clock unless profiling, no validation: the executor validated).
@@ -92,7 +94,7 @@ class FastPath:
     `seconds` (without it, `function` is the bare thunk: nothing is timed)."""
 
     __slots__ = ("generation", "session", "function", "shape", "dtype", "alloc", "_count", "seconds", "thunk", "call",
-                 "names")
+                 "names", "native", "_native_ctx")
 
     def __init__(self, generation: int, thunk: ThunkCall, shape: tuple[int, ...], dtype: np.dtype,
                  alloc: Callable[[], np.ndarray] | None = None, profile: bool = False,
@@ -113,11 +115,20 @@ class FastPath:
         #: argument k (set by whoever runs the plan), for the words of an ABI v2 kernel's error
         self.names: list[Any] = [None]
         kernel = thunk.kernel
+        #: the one-call entry (thunk.py `ThunkCall.entry`): `native(*args)` checks the generation,
+        #: allocates the output and runs, in one native call; None where it does not apply (large
+        #: outputs are recycled, profiling times in Python, ABI v2 checks a status after the call)
+        self.native = None
+        self._native_ctx: Any = None
+        if not large and not profile and not isinstance(kernel, FlatKernel):
+            entry = thunk.entry(self.session, generation, dtype)
+            if entry is not None:
+                self.native, self._native_ctx = entry
         if isinstance(kernel, FlatKernel):  # ABI v2: a status per call, checked before returning
             self.call = _fast_status_call(self.function, self.alloc, self.session, generation, self._count,
                                           kernel.kernel, self.names)
         else:
-            self.call = _fast_call(self.function, self.alloc, self.session, generation, self._count)
+            self.call = _fast_call(self.function, self.alloc, self.session, generation, self._count, self.native)
 
     def name_arguments(self, function: str, arguments: Any) -> None:
         """Kernel input k is argument k of `function`: errors of an ABI v2 kernel name them."""
@@ -125,8 +136,9 @@ class FastPath:
 
     @property
     def calls(self) -> int:
-        """The calls that ran on this fast path."""
-        return self._count[0]
+        """The calls that ran on this fast path (the one-call entry counts its own)."""
+        ctx = self._native_ctx
+        return self._count[0] + (0 if ctx is None else int(ctx[7]))
 
     def _timed(self, raw: Callable[..., Any]) -> Callable[..., Any]:
         clock = time.perf_counter
@@ -142,9 +154,12 @@ class FastPath:
 
 
 def _fast_call(function: Callable[..., Any], alloc: Callable[[], np.ndarray], session: Any, generation: int,
-               count: list[int]) -> Callable[[Any, Any], Any]:
-    """`FastPath.call` (see there): everything it reads is a local of the closure."""
+               count: list[int], native: Callable[..., Any] | None = None) -> Callable[[Any, Any], Any]:
+    """`FastPath.call` (see there): everything it reads is a local of the closure. `native`: the
+    one-call entry, which checks the generation, allocates and counts itself."""
     def call(args: Any, out: Any = None) -> Any:
+        if out is None and native is not None:
+            return native(*args)
         if session.table.generation != generation:
             return None
         if out is None:
