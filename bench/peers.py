@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from bench.workloads import F32, NUMPY_OPS, Workload, prim_func_text
+from bench.workloads import F32, MATMUL_GROUPS, NUMPY_OPS, Workload, prim_func_text
 
 
 @dataclass
@@ -34,6 +34,8 @@ class Candidate:
     name: str
     run: Callable[[], np.ndarray]
     note: str = ""
+    #: what the candidate calls, for a profile after timing (fusebind: its `fb.jit` function)
+    obj: Any = None
 
 
 @dataclass
@@ -74,6 +76,8 @@ def numpy_out_candidate(w: Workload, xs: Sequence[np.ndarray], out: np.ndarray) 
 # numexpr
 
 def numexpr_candidate(w: Workload, xs: Sequence[np.ndarray], out: np.ndarray) -> Built:
+    if w.numexpr is None and w.group in MATMUL_GROUPS:
+        return Unavailable("numexpr", "numexpr has no matmul")
     if w.numexpr is None:
         return Unavailable("numexpr", "not expressible as one numexpr expression (row reductions)")
     try:
@@ -132,7 +136,8 @@ def numba_candidate(w: Workload, xs: Sequence[np.ndarray], out: np.ndarray, *, p
             return out
         return Candidate(name, run_py, "the numba kernel interpreted by Python (not timed)")
     if w.numba is None:
-        return Unavailable(name, "no numba kernel for this workload (its matmul would be BLAS anyway)")
+        return Unavailable(name, "no numba kernel: numba's matmul is np.dot, the same BLAS call numpy makes "
+                                 "(the numpy row is that peer)")
     why = numba_status()
     if why is not None:
         return Unavailable(name, why)
@@ -273,7 +278,7 @@ def fusebind_candidate(w: Workload, xs: Sequence[np.ndarray], *, threads: int | 
         return Unavailable(name, _why(exc))
     return Candidate(name, lambda: f(*xs),
                      f"fb.jit(fn, threads={threads})(*arrays), the public API (fresh output per call, "
-                     "recycled when the previous result was dropped)")
+                     "recycled when the previous result was dropped)", obj=f)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -153,6 +153,14 @@ def nb_rms_norm(out: Any, x: Any, w: Any) -> None:
             out[r, j] = x[r, j] * inv * w[j]
 
 
+def nb_batched_matmul(out: Any, a: Any, b: Any) -> None:
+    """One np.dot (numba's BLAS call) per matrix of the batch: the per-matrix dispatch a loop pays."""
+    m, k, n = a.shape[a.ndim - 2], a.shape[a.ndim - 1], b.shape[b.ndim - 1]
+    a3, b3, o3 = a.reshape((-1, m, k)), b.reshape((-1, k, n)), out.reshape((-1, m, n))
+    for i in prange(a3.shape[0]):
+        o3[i] = np.dot(a3[i], b3[i])
+
+
 # ---------------------------------------------------------------------------------------------
 # ONNX graphs (onnx.helper; opset 20 for Gelu(approximate="tanh")).
 
@@ -276,3 +284,10 @@ def _onnx_mha(causal: bool) -> Callable[[tuple[Shape, ...]], Any]:
         nodes += [helper.make_node("Softmax", [src], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["y"])]
         return _onnx_model(nodes, ("q", "k", "v"), shapes, shapes[0], inits)
     return build
+
+
+def onnx_batched_matmul(shapes: tuple[Shape, ...]) -> Any:
+    from onnx import helper
+
+    out_shape = (*shapes[0][:-1], shapes[1][-1])
+    return _onnx_model([helper.make_node("MatMul", ["a", "b"], ["y"])], ("a", "b"), shapes, out_shape)

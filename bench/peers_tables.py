@@ -40,12 +40,13 @@ import numpy as np  # noqa: E402
 
 from bench import peers  # noqa: E402
 from bench.bench_compile import child_env  # noqa: E402
+from bench.suite_verdicts import behind_in_child, behind_section, profile_fusebind, verdicts  # noqa: E402
 from bench.timing import fmt_ratio, fmt_time, markdown_table, measure_interleaved  # noqa: E402
 from bench.workloads import WORKLOADS, Workload  # noqa: E402
 
 #: The large sizes --quick leaves out, for every workload but QUICK_KEEP_LARGE.
 QUICK_DROP = ("1e7", "4096x1024", "T=256,D=512", "T=1024,d=64", "T=256,D=512,F=1024", "B=2,H=4,S=512",
-              "B=2,H=4,S=2048")
+              "B=2,H=4,S=2048", "2x4x(512x64@64x512)")
 QUICK_KEEP_LARGE = "relu(a*b+c)"
 #: Candidates that are bounds to compare against, not the workload's math: never checked against numpy.
 REFERENCE_KERNELS = ("SOL", "empty", "BLAS")
@@ -100,6 +101,8 @@ class Row:
     cores: str = "1"
     #: the all-core child that measured it (ALL_CORE_GROUPS); "" in the one-core table
     group: str = ""
+    #: fusebind's rows where a peer of the same child was faster: its plan's step profile (suite_verdicts)
+    profile: dict[str, Any] | None = None
 
 
 @dataclass
@@ -192,20 +195,20 @@ def candidates_for(w: Workload, xs: list[np.ndarray], out: np.ndarray, *, with_s
     one = cores == "1"
     keep = set(ALL_CORE_GROUPS[group]) | {"fusebind"} if group else None
     built: list[peers.Built] = [peers.numpy_candidate(w, xs), peers.numpy_out_candidate(w, xs, out)]
-    if w.group in ("matmul",):
+    # numexpr and numba are in every table: where they cannot express the workload, their cell says why.
+    built += [peers.numexpr_candidate(w, xs, out)]
+    if keep is None or "numba parallel" in keep:  # (its jit is seconds: only where it is measured)
+        built += [peers.numba_candidate(w, xs, out, jit=numba_jit, parallel=not one, threads=None)]
+    if w.group == "matmul":
         if one:
             built += [peers.blas_alone_candidate(xs, out), peers.fb_blas_epilogue_candidate(w, xs, out)]
     elif w.group in ("mlp", "attention", "swiglu", "mha"):
         if one:
             built += [peers.fb_block_candidate(w, xs, out)]
-    else:
-        built += [peers.numexpr_candidate(w, xs, out)]
-        if keep is None or "numba parallel" in keep:  # (its jit is seconds: only where it is measured)
-            built += [peers.numba_candidate(w, xs, out, jit=numba_jit, parallel=not one, threads=None)]
-        if one:
-            built += [peers.fb_kernel_candidate(w, xs, out)]
-            if w.has_sol and with_sol:
-                built += peers.sol_candidates(w, xs, out)
+    elif w.group != "bmm" and one:  # (a batched matmul's lowering-direct form is the API's own plan)
+        built += [peers.fb_kernel_candidate(w, xs, out)]
+        if w.has_sol and with_sol:
+            built += peers.sol_candidates(w, xs, out)
     built += [peers.onnxruntime_candidate(w, xs, threads=1 if one else 0)]
     if compilers and (keep is None or "XLA (jax.jit)" in keep):
         from bench.peers_jax import jax_candidate
@@ -269,6 +272,10 @@ def measure_workloads(cfg: Config, cores: str, group: str | None = None) -> list
             with single_thread_peers() if cores == "1" else ExitStack():
                 built = candidates_for(w, xs, out, cores=cores, group=group)
                 got = measure(built, ref, w, size, cfg, out)
+                if behind_in_child(got, cores):  # profiled here, in the child and threads that timed it
+                    f = next((b.obj for b in built if b.name == "fusebind" and isinstance(b, peers.Candidate)), None)
+                    fb_row = next(r for r in got if r.name == "fusebind")
+                    fb_row.profile = profile_fusebind(f, xs) if f is not None else {"error": "no jit function"}
             for r in got:
                 r.cores, r.group = cores, group or ""
             rows += got
@@ -322,6 +329,7 @@ def run_workloads(cfg: Config, res: Results, out_md: list[str]) -> None:
                f"OS threads at each child's end: {json.dumps({k: v.get('threads') for k, v in seen.items()})}. "
                "jax.jit: XLA CPU, device-resident inputs, `block_until_ready`. torch.compile: Inductor "
                "default mode, `dynamic=False` per size, `torch.from_numpy` views, `torch.inference_mode()`.", ""]
+    vs = verdicts(res)
     for w in selected:
         sol_note = ("SOL = the faster of np.copyto and a numba loop with the same full-size reads and one write"
                     if w.has_sol else "ratio column: time / np.matmul alone" if w.group == "matmul" else "")
@@ -330,6 +338,12 @@ def run_workloads(cfg: Config, res: Results, out_md: list[str]) -> None:
             rows = [r for r in res.rows if r.workload == w.name and r.cores == cores]
             if rows:
                 out_md += [f"**{title}**", "", workload_table(w, rows), ""]
+        mine = [v for v in vs if v[0] == w.name]
+        out_md += [f"**Verdict**: " + "; ".join(f"{size} {'one core' if c == '1' else 'all cores'}: {v['text']}"
+                                                for _, size, c, v in mine), ""]
+        behind = behind_section(mine)
+        if behind:
+            out_md += ["**Where fusebind is behind**", "", *behind, ""]
 
 
 def os_threads() -> int | None:

@@ -23,6 +23,8 @@ from bench.workloads import LN_EPS, Workload
 
 NAME = "Inductor (torch.compile)"
 EAGER_NAME = "torch eager"
+#: dynamo's per-code-object recompile limit for the suite: every workload size is one specialisation.
+RECOMPILE_LIMIT = 4096
 
 
 def torch_status() -> str | None:
@@ -84,6 +86,14 @@ def torch_candidate(w: Workload, xs: Sequence[np.ndarray], *, compile: bool = Tr
 
         def program(*a: Any) -> Any:
             return fn(ops, *a)
+        if compile:
+            # Every candidate's `program` shares one code object, and dynamo counts recompiles per code
+            # object: past its limit (8) it silently runs the function eagerly, which would time torch
+            # eager under Inductor's name for every later workload size.
+            cfg = torch._dynamo.config
+            for limit in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit"):
+                if hasattr(cfg, limit):
+                    setattr(cfg, limit, max(getattr(cfg, limit), RECOMPILE_LIMIT))
         f = torch.compile(program, dynamic=False) if compile else program
         args = [torch.from_numpy(x) for x in xs]
         with torch.inference_mode():

@@ -38,6 +38,7 @@ from bench import peers
 from bench.bench_compile import child_env, first_call_summary, run_child, run_compile, run_first_calls
 from bench.peers_tables import (Config, Results, measure, peer_summary, run_workloads, single_thread_peers,
                                 sol_of)
+from bench.suite_verdicts import verdict_table, verdicts
 from bench.timing import environment_header, fmt_ratio, fmt_time, markdown_table
 from bench.workloads import workload
 
@@ -325,7 +326,10 @@ def run_suite(cfg: Config, command: str, parent_env: dict[str, str | None]) -> s
               "built once (the generated code without the API in front of it).", ""]
     summ = ["### Summary against PERFORMANCE.md targets", "", summary(res), "",
             "### Peers ÷ fusebind (each workload size where both results are ✓; > 1: fusebind is faster)", "",
-            peer_summary(res), ""]
+            peer_summary(res), "",
+            "### Verdicts: fusebind fastest, or behind whom by how much (each peer against the fusebind of its "
+            "own child; profiles and what would close each gap are under each workload's tables)", "",
+            verdict_table(verdicts(res)), ""]
     return "\n".join(header + summ + md)
 
 

@@ -130,6 +130,23 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def _cpu_features() -> str:
+    """The SIMD features that set the peak (avx2, fma, avx512f) and the clock, from /proc/cpuinfo."""
+    flags: set[str] = set()
+    mhz = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags") and not flags:
+                    flags = set(line.split(":", 1)[1].split())
+                elif line.startswith("cpu MHz") and not mhz:
+                    mhz = f"{float(line.split(':', 1)[1]):.0f} MHz"
+    except (OSError, ValueError):
+        return "features unknown"
+    simd = ", ".join(f"{'' if f in flags else 'no '}{f.upper()}" for f in ("avx2", "fma", "avx512f"))
+    return f"{simd}; clock {mhz or 'unknown'} (/proc/cpuinfo)"
+
+
 def _memory_gib() -> str:
     try:
         with open("/proc/meminfo", encoding="utf-8") as f:
@@ -177,10 +194,12 @@ def host_cpu_name() -> str:
 def environment_header(command: str, parent_env: dict[str, str | None]) -> str:
     """Markdown: machine, versions, BLAS kernel, the removed env vars, the exact command."""
     versions = {name: _version(name) for name in ("numpy", "llvmlite", "xtc-mlir-python-bindings", "xdsl",
-                                                  "numexpr", "numba", "onnxruntime", "onnx")}
+                                                  "numexpr", "numba", "onnxruntime", "onnx", "jax", "jaxlib",
+                                                  "torch", "threadpoolctl")}
     lines = [
         f"- command: `{command}`",
-        f"- machine: {_cpu_model()} (LLVM host CPU `{host_cpu_name()}`), {os.cpu_count()} logical cores, "
+        f"- machine: {_cpu_model()} (LLVM host CPU `{host_cpu_name()}`; {_cpu_features()}), "
+        f"{os.cpu_count()} logical cores ({len(os.sched_getaffinity(0))} in this process's affinity mask), "
         f"{_memory_gib()} RAM, {platform.system()} {platform.release()}",
         f"- python {platform.python_version()}; " + ", ".join(f"{k} {v}" for k, v in versions.items()),
         "- BLAS: " + "; ".join(blas_kernels()),

@@ -29,7 +29,8 @@ from bench.peers_kernels import (F32, GELU_C, LN_EPS, RMS_EPS, relu_chain_out, g
                                  softmax_out, layer_norm_out, matmul_bias_relu_out, matmul_bias_gelu_out,
                                  nb_relu_chain, nb_gelu, nb_exp_log_sqrt, nb_softmax, nb_layer_norm, nb_rms_norm,
                                  onnx_relu_chain, onnx_gelu, onnx_exp_log_sqrt, onnx_softmax, onnx_layer_norm,
-                                 _onnx_matmul_bias, onnx_mlp, onnx_attention, onnx_rms_norm, onnx_swiglu, _onnx_mha)
+                                 _onnx_matmul_bias, onnx_mlp, onnx_attention, onnx_rms_norm, onnx_swiglu, _onnx_mha,
+                                 nb_batched_matmul, onnx_batched_matmul)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,6 +257,9 @@ def prim_func_text(fn: Callable[..., Any], shapes: Sequence[tuple[int, ...]], na
 # ---------------------------------------------------------------------------------------------
 # The workload record.
 
+#: The groups whose math has a matmul (numexpr cannot express them; their numba kernel, if any, calls BLAS).
+MATMUL_GROUPS = ("matmul", "mlp", "attention", "swiglu", "mha", "bmm")
+
 Shape = tuple[int, ...]
 
 
@@ -356,6 +360,10 @@ def swiglu_block(ops: Any, x: Any, w1: Any, w3: Any, w2: Any) -> Any:
     return ops.matmul(a * ops.sigmoid(a) * ops.matmul(x, w3), w2)
 
 
+def batched_matmul(ops: Any, a: Any, b: Any) -> Any:
+    return ops.matmul(a, b)
+
+
 def mha(ops: Any, q: Any, k: Any, v: Any) -> Any:
     """Multi-head attention over (batch, heads, S, d=64): softmax(q@kᵀ/8)@v."""
     return ops.matmul(ops.softmax(ops.matmul(q, ops.swapaxes(k, -1, -2)) * (1.0 / 8.0), axis=-1), v)
@@ -390,6 +398,11 @@ def _swiglu(t: int, d: int, f: int) -> tuple[Shape, ...]:
 #: Multi-head attention: batch 2, 4 heads, head dim 64 (so 1/sqrt(d) = 1/8), S = 128 / 512 / 2048.
 MHA_SIZES = {f"B=2,H=4,S={s}": ((2, 4, s, 64),) * 3 for s in (128, 512, 2048)}
 
+
+#: Batched small GEMMs (issue 17: "without per-matrix Python overhead"): 64 matrices of 64x64, and the
+#: (batch 2, 4 heads) S=512/d=64 shape of attention's q@kᵀ.
+BMM_SIZES = {"64x(64x64@64x64)": ((64, 64, 64), (64, 64, 64)),
+             "2x4x(512x64@64x512)": ((2, 4, 512, 64), (2, 4, 64, 512))}
 
 ELEMENTWISE_SIZES = {"1e3": 1_000, "1e5": 100_000, "1e7": 10_000_000}
 
@@ -436,6 +449,9 @@ WORKLOADS: list[Workload] = [
              {"T=64,D=256,F=512": _swiglu(64, 256, 512), "T=256,D=512,F=1024": _swiglu(256, 512, 1024)},
              swiglu_block, None, None, {}, None, onnx_swiglu, ranges=((-1, 1),) + ((-0.05, 0.05),) * 3,
              rtol=1e-3, atol=1e-4, has_sol=False, note="(silu(x@W1) * (x@W3)) @ W2"),
+    Workload("batched matmul", "bmm", ("a", "b"), BMM_SIZES, batched_matmul, None, None, {}, nb_batched_matmul,
+             onnx_batched_matmul, ranges=((-1, 1),) * 2, rtol=1e-4, atol=1e-4, has_sol=False,
+             note="a @ b over leading batch dims (np.matmul semantics)"),
     Workload("multi-head attention", "mha", ("q", "k", "v"), MHA_SIZES, mha, None, None, {}, None,
              _onnx_mha(False), ranges=((-1, 1),) * 3, rtol=1e-3, atol=1e-4, has_sol=False,
              note="softmax(q@kᵀ/8)@v over (batch, heads, S, 64)"),

@@ -34,6 +34,7 @@ TINY = {
     "rmsnorm": lambda w: ((4, 16), (16,)),
     "swiglu": lambda w: ((4, 8), (8, 16), (8, 16), (16, 8)),
     "mha": lambda w: ((1, 2, 16, 8),) * 3,
+    "bmm": lambda w: ((2, 8, 16), (2, 16, 8)),
 }
 
 
@@ -60,7 +61,7 @@ def test_every_available_candidate_matches_numpy(w: Workload) -> None:
     # the causal mask, which only the API row has.
     blocks = "fb-kernel blocks"
     fb_name = {"matmul": "fb-kernel BLAS+epilogue", "mlp": blocks, "attention": blocks, "swiglu": blocks,
-               "mha": "fusebind" if "causal" in w.name else blocks}
+               "mha": "fusebind" if "causal" in w.name else blocks, "bmm": "fusebind"}
     assert fb_name.get(w.group, "fb-kernel") in available, [(b.name, getattr(b, "reason", "")) for b in built]
     assert "fusebind" in available
     for b in built:
@@ -225,3 +226,88 @@ def test_quick_keeps_one_size_of_every_workload_and_drops_the_large_ones() -> No
         assert quick.sizes(w), w.name
     assert quick.sizes(workload("causal multi-head attention")) == ["B=2,H=4,S=128"]
     assert "1e7" in quick.sizes(workload("relu(a*b+c)"))  # the one large size --quick keeps
+
+
+@pytest.mark.parametrize("name, reason", [("MLP block", "numexpr has no matmul"),
+                                          ("batched matmul", "numexpr has no matmul"),
+                                          ("softmax(x, -1)", "not expressible as one numexpr expression")])
+def test_every_table_has_a_numexpr_and_numba_cell(name: str, reason: str) -> None:
+    """A peer that cannot express a workload is an explicit cell with the reason, never a silent gap."""
+    w = tiny(workload(name))
+    xs = w.inputs("tiny")
+    out = np.empty(w.reference(*xs).shape, np.float32)
+    built = {b.name: b for b in candidates_for(w, xs, out, with_sol=False, numba_jit=False, compilers=False)}
+    ne = built["numexpr"]
+    if isinstance(ne, peers.Unavailable):
+        assert ne.reason.startswith(reason) or ne.reason.startswith("ModuleNotFoundError"), ne.reason
+    else:  # (only the softmax case could be expressible, and it is not)
+        pytest.fail(f"numexpr built for {name}")
+    assert "numba" in built
+    if name == "MLP block":
+        assert isinstance(built["numba"], peers.Unavailable) and "np.dot" in built["numba"].reason
+
+
+def _row(name: str, t: float, group: str = "", cores: str = "1", check_: str = "✓") -> Row:
+    return Row("w", "s", name, t, t, check_, cores=cores, group=group)
+
+
+def test_verdict_is_fastest_or_behind_the_fastest_peer_of_its_own_child() -> None:
+    from bench.suite_verdicts import verdict
+
+    rows = [_row("fusebind", 2.0), _row("numpy", 3.0), _row("ORT 1t", 1.0), _row("XLA (jax.jit)", 0.5, check_="✗ x"),
+            _row("fb-kernel", 0.1), _row("SOL numba", 0.1)]  # ✗ peers and fusebind's own kernels do not count
+    v = verdict(rows, "1")
+    assert v["text"] == "behind ORT 1t by 2.00×" and v["behind"][0] == "ORT 1t"
+    assert verdict([_row("fusebind", 1.0), _row("numpy", 1.5)], "1")["text"] == "fastest (next: numpy 1.50× slower)"
+    # all cores: each peer against the fusebind measured beside it (4.0 in the xla child, so XLA is slower)
+    rows = [_row("fusebind", 1.0, "base", "all"), _row("numpy", 2.0, "base", "all"),
+            _row("fusebind", 4.0, "xla", "all"), _row("XLA (jax.jit)", 2.0, "xla", "all")]
+    assert verdict(rows, "all")["text"] == "behind XLA (jax.jit) by 2.00×"
+    gone = verdict([_row("fusebind", None, check_="unavailable (broken)"), _row("numpy", 1.0)], "1")
+    assert gone["text"] == "no verdict: fusebind unavailable (broken)" and gone["behind"] is None
+
+
+def test_profile_summary_and_what_would_close_it() -> None:
+    from bench import suite_verdicts as sv
+
+    ghz = sv.clock_ghz()
+    prof = {"steps": [["prim.matmul", "Static(matmul)", "primitive", 8e-4, 2 * 256 * 512 * 2048],
+                      ["region @bias_gelu", "Static(fused.bias_gelu)", "fused", 1e-4, 0]],
+            "call_s": 1e-3, "ncores": 1}
+    ps = sv.profile_summary(prof)
+    blas = ps["kinds"]["BLAS"]
+    assert blas["share"] == pytest.approx(0.8) and blas["gflops"] == pytest.approx(2 * 256 * 512 * 2048 / 8e-4 / 1e9)
+    assert ps["overhead"] == pytest.approx(1e-4) and ps["nsteps"] == 2
+    if ghz:
+        assert blas["of_peak"] == pytest.approx(blas["gflops"] / (32 * ghz))
+    text = sv.what_would_close(ps, gap_s=2e-4, ratio=1.25, peer="ORT 1t")
+    assert "BLAS is 80% of the call" in text and "ORT 1t is 200 µs" in text
+    # an overhead larger than the gap is named as what would close it
+    tiny_gap = sv.what_would_close(ps, gap_s=5e-5, ratio=1.04, peer="numpy")
+    assert tiny_gap.startswith("within 5%") and "plan overhead alone is 100 µs" in tiny_gap
+    numpy_mm = sv.profile_summary({"steps": [["prim.matmul", "numpy reference", "primitive", 9e-4, 10**6]],
+                                   "call_s": 1e-3, "ncores": 1})
+    assert "numpy's reference" in sv.what_would_close(numpy_mm, 1e-4, 1.1, "XLA (jax.jit)")
+
+
+def test_profile_of_a_real_plan_counts_its_gemm_flops() -> None:
+    """profile_fusebind on a jitted MLP block: one step per plan op, the two matmuls' flops, a whole-call time."""
+    from bench.suite_verdicts import behind_section, profile_fusebind, profile_summary
+
+    w = tiny(workload("MLP block"))
+    xs = w.inputs("tiny")
+    c = peers.fusebind_candidate(w, xs)
+    assert isinstance(c, peers.Candidate) and c.obj is not None
+    prof = profile_fusebind(c.obj, xs, repeat=3)
+    assert "error" not in prof, prof
+    t, d = xs[0].shape[0], xs[0].shape[1]
+    assert sum(s[4] for s in prof["steps"]) == 2 * (2 * t * d * 4 * d)  # x@W1 and h@W2
+    assert prof["call_s"] > 0 and all(s[3] > 0 for s in prof["steps"])
+    assert profile_summary(prof)["kinds"]["BLAS"]["flops"] == 2 * (2 * t * d * 4 * d)
+    fb, peer = _row("fusebind", 2e-3), _row("ORT 1t", 1e-3)
+    fb.profile = prof
+    lines = behind_section([("w", "s", "1", {"behind": ("ORT 1t", 2.0, peer, fb)})])
+    assert lines[0] == ("- **w s, one core**: behind ORT 1t by 2.00× (fusebind 2 ms, ORT 1t 1 ms, min of "
+                        "interleaved rounds in one child).")
+    assert lines[1].startswith("  Profile (`step_profile`, medians): call ") and "BLAS" in lines[1]
+    assert lines[2].startswith("  What would close it: ")
