@@ -33,14 +33,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+import numpy as np
+
 from fusebind.lowering import accumulate, exprs, rowwise as rw
 from fusebind.lowering.emit_dispatch import emit_op
-from fusebind.lowering.emitter import Emitter
+from fusebind.lowering.emitter import Emitter, compute_elem
 from fusebind.lowering.index_checks import STATUS, STATUS_TYPE
 from fusebind.lowering.errors import LoweringError
 from fusebind.lowering.linalg_types import (ELEMENT_BYTES, MAX_TENSOR_BYTES, Dim, EmittedKernel, TensorSpec, Value,
+                                            op_kind,
                                             element_name, mtype, out_spec, shape_of, ttype)
-from fusebind.lowering.scalar_text import ScalarEmitError
+from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder
 
 __all__ = ["MAX_TENSOR_BYTES", "CheckedKernel", "EmittedKernel", "TensorSpec", "element_name", "emit_linalg"]
 
@@ -93,7 +96,7 @@ def _check_kernel_ir(block: Any) -> None:
 def emit_linalg(region_or_func: Any, name: str = "fb_kernel", *, dynamic: bool = False, strided_inputs: bool = False,
                 fastmath: Callable[[str, str], str | None] | None = None,
                 fastmath_defs: Callable[[Iterable[tuple[str, str]]], str] | None = None,
-                rowwise: bool = True) -> EmittedKernel:
+                rowwise: bool = True, inplace: tuple[int, int] | None = None) -> EmittedKernel:
     """Emit the kernel of a `fused.region` / `func.func` of prim ops as upstream MLIR text.
 
     dynamic: every dim of every argument is `?` (one kernel per dtypes and ranks).
@@ -102,10 +105,13 @@ def emit_linalg(region_or_func: Any, name: str = "fb_kernel", *, dynamic: bool =
     fastmath_defs(called) returns their MLIR definitions.
     rowwise: emit a region whose reductions run over trailing axes as one loop over
     rows (`rowwise.py`); False keeps the whole-tensor form (for comparison and tests).
+    inplace=(k, r): the in-place variant (`inplace_header`): input k is read from output
+    r's memref, so caller passes one buffer as both; the `%in{k}` parameter stays in the
+    signature (same C ABI as the out-of-place kernel) and is never read.
     Raises `LoweringError(stage="emit")` for anything it cannot lower.
     """
     try:
-        return _emit(region_or_func, name, dynamic, strided_inputs, fastmath, fastmath_defs, rowwise)
+        return _emit(region_or_func, name, dynamic, strided_inputs, fastmath, fastmath_defs, rowwise, inplace)
     except ScalarEmitError as exc:  # only what a user's IR can cause; an emitter bug raises as itself
         raise LoweringError.at("emit", f"{type(exc).__name__}: {exc}", _safe_print(region_or_func)) from None
 
@@ -119,10 +125,13 @@ def _safe_print(obj: Any) -> str:
 
 def _emit(region_or_func: Any, name: str, dynamic: bool, strided: bool,
           fastmath: Callable[[str, str], str | None] | None,
-          fastmath_defs: Callable[[Iterable[tuple[str, str]]], str] | None, rowwise: bool = True) -> EmittedKernel:
+          fastmath_defs: Callable[[Iterable[tuple[str, str]]], str] | None, rowwise: bool = True,
+          inplace: tuple[int, int] | None = None) -> EmittedKernel:
     block = _block_of(region_or_func)
     _check_sizes(block)
     _check_kernel_ir(block)
+    if inplace is not None:
+        _check_inplace(block, inplace)
     em = Emitter(fastmath)
     values: dict[Any, Value] = {}
     inputs: list[TensorSpec] = []
@@ -134,7 +143,10 @@ def _emit(region_or_func: Any, name: str, dynamic: bool, strided: bool,
         inputs.append(spec)
         t = ttype([d if d is not None else "?" for d in shape], elem)
         tname = f"%t{i}"
-        header_lines.append(f"{tname} = bufferization.to_tensor %in{i} restrict : {mtype(spec, strided)} to {t}")
+        if inplace is not None and i == inplace[0]:
+            header_lines.append(inplace_header(tname, inplace[1], spec, t))
+        else:
+            header_lines.append(f"{tname} = bufferization.to_tensor %in{i} restrict : {mtype(spec, strided)} to {t}")
         dims: list[Dim] = []
         for k, d in enumerate(shape):
             if d is None:
@@ -152,6 +164,8 @@ def _emit(region_or_func: Any, name: str, dynamic: bool, strided: bool,
         # ops are emitted by rowwise.py: the inputs any index map's indices come from
         em.sources = _index_sources(reads, ops)
         outputs, tail = rw.emit_rows(em, block, values, plan, dynamic, strided)
+    elif inplace is not None and not dynamic and _one_loop(block, ops):
+        outputs, tail = _write_outputs(em, [_emit_one_loop(em, block, values, ops)], dynamic)
     else:
         inlined = exprs.deferred_ops(block, ops, accumulate.is_blocked, set())  # built inside the sums using them
         for op in ops:
@@ -174,6 +188,81 @@ def _emit(region_or_func: Any, name: str, dynamic: bool, strided: bool,
         return CheckedKernel(module, name, tuple(inputs), tuple(outputs), isinstance(plan, rw.RowPlan),
                              tuple(em.checks), tuple(em.check_sources))
     return EmittedKernel(module, name, tuple(inputs), tuple(outputs), isinstance(plan, rw.RowPlan))
+
+
+_ONE_LOOP_ELEMS = frozenset(("f32", "f64"))
+
+
+def _one_loop(block: Any, ops: list[Any]) -> bool:
+    """Whether `_emit_one_loop` takes the block: float elementwise ops and 0-d constants only,
+    yielding one elementwise result."""
+    yielded = list(block.last_op.operands)
+    if len(yielded) != 1 or yielded[0].owner not in ops or not hasattr(yielded[0].owner, "scalar_body"):
+        return False
+    for op in ops:
+        if not (hasattr(op, "scalar_body") or (op_kind(op) == "constant" and not shape_of(op.results[0].type))):
+            return False
+        if any(element_name(v.type) not in _ONE_LOOP_ELEMS for v in (*op.operands, *op.results)):
+            return False
+    return all(element_name(a.type) in _ONE_LOOP_ELEMS for a in block.args)
+
+
+def _emit_one_loop(em: Emitter, block: Any, values: dict[Any, Value], ops: list[Any]) -> Value:
+    """The whole elementwise block as ONE `linalg.generic` over the result's shape: every op's
+    scalar body in order, each value computed once per element however many ops read it.
+
+    Why: `linalg-fuse-elementwise-ops` fuses a producer only into its single user, so a value
+    read by several ops (gelu's `x` is read four times) is materialized whole, a heap temporary
+    and a second pass over memory (2 MiB for a 512x1024 f32 epilogue). The scalar ops are the
+    same ones the per-op generics compute, on the same values, so the results are the same."""
+    result = block.last_op.operands[0]
+    shape = shape_of(result.type)
+    rank = len(shape)
+    dims = ", ".join(f"d{j}" for j in range(rank))
+    used = [a for a in block.args if a.uses]
+    ins = [values[a] for a in used]
+    maps = []
+    for a in ins:
+        off = rank - len(a.shape)
+        res = [("0" if (d == 1 and shape[i + off] != 1) else f"d{i + off}") for i, d in enumerate(a.shape)]
+        maps.append(f"affine_map<({dims}) -> ({', '.join(res)})>")
+    maps.append(f"affine_map<({dims}) -> ({dims})>")
+    b = TextScalarBuilder(em.fresh, em.fastmath)
+    params, vals = em._bind_args(b, ins)
+    scalar: dict[Any, str] = dict(zip(used, vals))
+    for op in ops:
+        out_elem = compute_elem(element_name(op.results[0].type))
+        if not hasattr(op, "scalar_body"):  # a 0-d constant
+            scalar[op.results[0]] = b.constant(np.asarray(op.reference()).item(), out_elem)
+            continue
+        v = op.scalar_body(b, *[scalar[o] for o in op.operands])
+        scalar[op.results[0]] = v if b.elem(v) == out_elem else b.cast(v, out_elem)
+    em.called |= b.called
+    out_elem = compute_elem(element_name(result.type))
+    return em._generic(ins, maps, ["parallel"] * rank, list(shape), out_elem, params, b, scalar[result],
+                       em.empty(list(shape), out_elem))
+
+
+def _check_inplace(block: Any, inplace: tuple[int, int]) -> None:
+    """The in-place variant needs input k and result r of one type (one buffer holds both)."""
+    k, r = inplace
+    results = list(block.last_op.operands)
+    if not (0 <= k < len(block.args) and 0 <= r < len(results)) or block.args[k].type != results[r].type:
+        raise ScalarEmitError(f"in-place variant ({k}, {r}): input {k} and result {r} must exist and have "
+                              "one type (the buffer written in place holds both)")
+
+
+def inplace_header(tname: str, r: int, spec: TensorSpec, t: str) -> str:
+    """Input `tname` of the in-place variant, read from output r's memref (identity layout).
+
+    Why a variant: the out-of-place kernel called with one buffer as input and output loses
+    its vectorized loop, since LLVM's runtime overlap check (store range vs load range) sends
+    exactly aliased pointers to the scalar remainder loop. Reading and writing one memref
+    makes the accesses the same pointer at the same index (distance 0): no check is needed.
+    Sound only for same-index bodies (compiler/inplace.py's `inplace_operand`): after
+    elementwise fusion the loop writing `%out{r}` reads element i of it before writing it,
+    and no other loop writes `%out{r}` (only the yielded value is materialized into it)."""
+    return f"{tname} = bufferization.to_tensor %out{r} restrict writable : {mtype(spec, False)} to {t}"
 
 
 def _index_sources(reads: dict[Any, frozenset[int]], ops: list[Any]) -> tuple[int, ...]:

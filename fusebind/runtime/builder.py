@@ -24,10 +24,11 @@ array (`OutputRecycler`, call.py). `stable` records the slots whose array
 outlives a call (arguments, constants, plan buffers and their views): a
 result in one is copied before it is returned. An in-place region (marker
 re-checked by compiler/inplace.py) writes its result into its matmul
-operand's buffer, which then follows the result's buffer policy.
+operand's buffer, which then follows the result's buffer policy; a compiled
+arm runs there as its in-place kernel variant (builder_inplace.py).
 
-Must not: compile fused kernels (jit.py), validate user input (executor.py),
-or assemble and run the plan (plan.py).
+Must not: compile fused kernels other than in-place variants (jit.py),
+validate user input (executor.py), or assemble and run the plan (plan.py).
 """
 
 from __future__ import annotations
@@ -51,13 +52,13 @@ from fusebind.compiler.cost import (
 from fusebind.dialect.errors import FusebindError, FusebindInternalError, UnsupportedOperation
 from fusebind.runtime.arms import ArmStats, RegionDecision, verify_failed_reason, verify_results
 from fusebind.runtime.bindings import BindingTable
+from fusebind.runtime.builder_inplace import fused_call, variant_call
 from fusebind.runtime.blas_operands import blas_transposed, column_major_retry, transpose_is_view
 from fusebind.runtime.call import PY_SPLIT_THRESHOLD, KernelCall, OutputRecycler, output_allocator
 from fusebind.runtime.fused_kernels import CAP_SPLIT_AXIS0
 from fusebind.runtime.resolve import KernelMiss, compile_one, row_is_dynamic, static_attrs
 from fusebind.runtime.steps import (
     Alloc,
-    DescriptorStep,
     Env,
     GuardedStep,
     Step,
@@ -394,7 +395,9 @@ class StepBuilder:
             else:
                 decision.arm = "fused"
                 decision.reason = "fused arm is priced and cheaper than its primitives"
-                call = self._fused_call(region, resolved.kernel, CAP_SPLIT_AXIS0 in resolved.row.caps)
+                splittable = CAP_SPLIT_AXIS0 in resolved.row.caps
+                call = fused_call(region, resolved.kernel, splittable, self.options.threads,
+                                  runtime_backend(self.options.backend).split_pool, self.notes)
                 decision.splits = call.splits
                 failed_arm = (resolved.key, resolved.kernel.address)
         stats = self.stats
@@ -432,6 +435,8 @@ class StepBuilder:
         if inplace is not None:
             decision.inplace = inplace
             decision.reason += f"; in place: result {inplace[1]} written into operand {inplace[0]}'s buffer"
+            call = variant_call(region, inplace, resolved.kernel, canonical, splittable, self.options.threads,
+                                self.options.backend, self.notes, decision) or call
         src = -1
         if inplace is not None:  # operand k's buffer: the matmul's own array, or the array its output views
             src = operand_slots[inplace[0]] if source is region.operands[inplace[0]] else \
@@ -483,21 +488,6 @@ class StepBuilder:
         if isinstance(kcall, ThunkStep) and kcall.splits == 1 and not verify:
             self.fast_region = (region, kcall.thunk)
         return run_fused
-
-    def _fused_call(self, region: Any, kernel: Any, splittable: bool) -> Any:
-        """The call of a fused arm: through its thunk, else ctypes descriptors.
-        `splittable`: the row has CAP_SPLIT_AXIS0."""
-        in_shapes = [static_shape(v) for v in region.operands]
-        out_shapes = [static_shape(v) for v in region.results]
-        if getattr(kernel, "python_callback", False):
-            return GuardedStep(kernel, None)
-        pool = runtime_backend(self.options.backend).split_pool
-        try:
-            return ThunkStep(kernel, in_shapes, out_shapes, splittable, self.options.threads, pool)  # type: ignore[arg-type]
-        except ThunkUnavailable as exc:
-            self.notes.append(f"call thunk unavailable ({exc}); fused arms are called through ctypes descriptors")
-            return DescriptorStep(KernelCall(kernel, in_shapes, out_shapes,  # type: ignore[arg-type]
-                                              splittable=splittable, threads=self.options.threads, pool=pool))
 
 
 def compile_dtypes(op: Any) -> tuple[Any, ...]:
