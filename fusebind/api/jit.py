@@ -1,7 +1,8 @@
 """`fusebind.jit`: the callable a user gets for a traced Python function.
 
 Owns `JitFunction` (per-signature cache of traced modules and their
-executors, `.mlir`, `.optimized`, `.explain`, `.stats`) and `jit` (the
+executors, `.mlir`, `.optimized`, `.explain`, `.stats`, whose `JitStats` is
+in api/jit_stats.py) and `jit` (the
 decorator, with or without options) and `default_optimizer` (the
 capability-gated `optimize_graph` against the table snapshot). A call is
 bound to the function's signature and flattened (calls.py: keywords,
@@ -13,7 +14,8 @@ several traces, one per shape/dtype of the arrays the function captures
 (newest tried first). A jitted function called while another is traced
 inlines into that trace (`_inline`).
 
-The fast path (`_last`) and the plain route (`_plain`) serve only calls
+The one-call entry (`_native`, runtime FastPath.native: one native call
+that checks, allocates and runs), the fast path (`_last`) and the plain route (`_plain`) serve only calls
 whose positional arguments are the leaves (no static, keyword or pytree
 argument) and whose result is an array or a flat tuple: their cost is
 unchanged by the rest.
@@ -28,7 +30,6 @@ from __future__ import annotations
 import functools
 import itertools
 import weakref
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -42,7 +43,7 @@ from fusebind.api.pytree import LEAF, flatten, unflatten
 from fusebind.api.trace import ACTIVE, inline_into_trace, trace_graph, tracing
 from fusebind.api.travel import (build_blob, by_reference, call_spec, inner_reference, materialize, plan_and_wait,
                                  receive, replay_quietly)
-from fusebind.runtime.arms import ArmStats
+from fusebind.api.jit_stats import JitStats, add_counts
 from fusebind.runtime.executor import Executor
 from fusebind.runtime.session import current_session
 
@@ -68,48 +69,6 @@ def default_optimizer(backend: str, session: Any = None) -> Callable[..., Any]:
 #: oldest is forgotten (`JitFunction._forget_oldest`). A serving process that sees a new shape per
 #: call with dynamic=False keeps ~130 KiB per trace (docs/SOAK.md): this bounds it at ~33 MiB.
 MAX_TRACE_KEYS = 256
-
-#: the order `JitStats` shows its fields in
-_STATS_ORDER = ("calls", "traces", "plans", "plan_hits", "compiles", "object_cache_hits", "arm0_calls",
-                "fused_calls", "run_seconds", "arm0_seconds", "fused_seconds")
-
-
-@dataclass(repr=False)
-class JitStats(ArmStats):
-    """Summed over every signature, and counted for every call (fast-path
-    calls too): calls, traces, plans built, plan_hits (calls that reused the
-    cached plan of their signature), compiles (kernels really compiled),
-    object_cache_hits (kernels loaded from the on-disk object cache instead),
-    and the runtime's `ArmStats` it extends: arm0_calls / fused_calls (region
-    runs per arm; a region still queued for compilation runs as primitives and
-    counts as arm 0).
-
-    Timed only with `fb.jit(profile=True)`: run_seconds (time running plans;
-    the kernel call on the fast path), arm0_seconds and fused_seconds (time
-    in region runs per arm). Without profile they are None, and the repr
-    says "seconds: not measured (pass profile=True)"."""
-
-    calls: int = 0
-    traces: int = 0
-    plans: int = 0
-    plan_hits: int = 0
-    compiles: int = 0
-    object_cache_hits: int = 0
-    profile: bool = False
-    run_seconds: float | None = None
-    arm0_seconds: float | None = None  # ArmStats' fields, unmeasured (None) until profiled
-    fused_seconds: float | None = None
-
-    @property
-    def cache_hits(self) -> int:
-        """The old name of `plan_hits` (plan-cache hits, not object-cache hits)."""
-        return self.plan_hits
-
-    def __repr__(self) -> str:
-        from fusebind.runtime.executor_stats import format_stats
-
-        return format_stats("JitStats", {name: getattr(self, name) for name in _STATS_ORDER}, self.profile)
-
 
 #: every JitFunction: a trace clears their fast paths, so one called inside it inlines (see _inline)
 _ALL: "weakref.WeakSet[JitFunction]" = weakref.WeakSet()
@@ -461,7 +420,7 @@ class JitFunction:
         profile = bool(self._options["profile"])
         totals = list(self._retired)
         for ex in self._executors.values():
-            _add_counts(totals, ex.stats)
+            add_counts(totals, ex.stats)
         s = JitStats(traces=self._traces, profile=profile)
         (s.calls, s.plans, s.plan_hits, s.compiles, s.object_cache_hits, s.arm0_calls, s.fused_calls,
          run, arm0, fused) = totals
@@ -484,16 +443,8 @@ class JitFunction:
         for k, ex in list(self._executors.items()):
             if id(ex) in gone:
                 del self._executors[k]
-                _add_counts(self._retired, ex.stats)
+                add_counts(self._retired, ex.stats)
                 ex.close()
-
-
-def _add_counts(totals: list[Any], st: Any) -> None:
-    """Add an executor's counters to `totals` (JitFunction.stats's order)."""
-    for i, v in enumerate((st.calls, st.plans, st.plan_hits, st.compiles, st.object_cache_hits, st.arms.arm0_calls,
-                           st.arms.fused_calls, st.run_seconds or 0.0, st.arms.arm0_seconds or 0.0,
-                           st.arms.fused_seconds or 0.0)):
-        totals[i] += v
 
 
 def _receive(fn: JitFunction, state: tuple[Any, ...]) -> JitFunction:
