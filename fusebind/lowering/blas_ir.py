@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["BLAS_GEMMS", "GEMMS", "NARROW", "NARROW_GEMMS", "Gemm", "blas_thunk_ir", "compile_blas_thunk",
+__all__ = ["BLAS_GEMMS", "GEMMS", "MAX_BATCH_DIMS", "NARROW", "NARROW_GEMMS", "Gemm", "batched_blas_thunk_ir",
+           "blas_gate_ir", "blas_thunk_ir", "compile_batched_blas_thunk", "compile_blas_gate", "compile_blas_thunk",
            "narrow_blas_thunk_ir", "trans_suffix"]
 
 
@@ -58,14 +59,19 @@ NARROW: dict[str, tuple[str, str]] = {
 _DESC = "{ ptr, ptr, i64, [2 x i64], [2 x i64] }"  # a rank-2 memref descriptor
 
 
-def _load(t: str, arg: str, p: str, transposed: bool = False) -> str:
+def _desc(rank: int) -> str:
+    return f"{{ ptr, ptr, i64, [{rank} x i64], [{rank} x i64] }}"
+
+
+def _load(t: str, arg: str, p: str, transposed: bool = False, rank: int = 2) -> str:
     """Read descriptor `arg` into %<p>.ptr (first element), .d0/.d1 (sizes), .trans
     (111 NoTrans when rows are unit-stride or one column wide, else 112 Trans) and .ld.
     `transposed`: the operand is the transpose of the array the descriptor holds, read by
     swapping its two sizes and two strides (the view `x.T` is, with no copy): a row-major x
-    then comes out as a column-major operand, which the gemm takes as its Trans flag."""
-    desc = _DESC
-    i0, i1 = (1, 0) if transposed else (0, 1)
+    then comes out as a column-major operand, which the gemm takes as its Trans flag.
+    `rank` > 2: the matrix is the descriptor's last two dims (a batched operand)."""
+    desc = _desc(rank)
+    i0, i1 = (rank - 1, rank - 2) if transposed else (rank - 2, rank - 1)
     return f"""
   %{p}.al = getelementptr {desc}, ptr %{arg}, i32 0, i32 1
   %{p}.base = load ptr, ptr %{p}.al
@@ -109,6 +115,311 @@ define void @_mlir_ciface_{name}(ptr %a, ptr %b, ptr %c) {{
   ret void
 }}
 """
+
+
+#: batch dims a batched thunk takes (its env holds this many sizes and strides per operand)
+MAX_BATCH_DIMS = 8
+#: env slots (i64) of the batched thunk: pointers, matrix sizes, then sizes / strides per batch dim
+_ENV = {"a": 0, "b": 1, "c": 2, "nbd": 3, "m": 4, "n": 5, "k": 6, "lda": 7, "ldb": 8, "ldc": 9, "ta": 10,
+        "tb": 11, "csize": 12, "astr": 12 + MAX_BATCH_DIMS, "bstr": 12 + 2 * MAX_BATCH_DIMS,
+        "cstr": 12 + 3 * MAX_BATCH_DIMS}
+_ENV_SLOTS = 12 + 4 * MAX_BATCH_DIMS
+
+
+def _env_store(value: str, slot: int, ty: str = "i64") -> str:
+    return (f"  %e.{slot}.{value.lstrip('%').replace('.', '_')} = getelementptr [{_ENV_SLOTS} x i64], ptr %env, i64 0, "
+            f"i64 {slot}\n  store {ty} {value}, ptr %e.{slot}.{value.lstrip('%').replace('.', '_')}")
+
+
+def _batch_dims(arg: str, p: str, rank: int, nbd: int, slot: str) -> list[str]:
+    """Store operand `arg`'s stride for each of the output's `nbd` batch dims into env[slot + k]:
+    0 where the operand broadcasts (its dim is 1, or it has fewer batch dims: numpy's rule)."""
+    lines, pad = [], nbd - (rank - 2)
+    for k in range(nbd):
+        j = k - pad
+        if j < 0:
+            lines.append(_env_store("0", _ENV[slot] + k))
+            continue
+        lines += [f"  %{p}.bs{k}p = getelementptr {_desc(rank)}, ptr %{arg}, i32 0, i32 3, i64 {j}",
+                  f"  %{p}.bs{k} = load i64, ptr %{p}.bs{k}p",
+                  f"  %{p}.bt{k}p = getelementptr {_desc(rank)}, ptr %{arg}, i32 0, i32 4, i64 {j}",
+                  f"  %{p}.bt{k} = load i64, ptr %{p}.bt{k}p",
+                  f"  %{p}.b1{k} = icmp eq i64 %{p}.bs{k}, 1",
+                  f"  %{p}.bx{k} = select i1 %{p}.b1{k}, i64 0, i64 %{p}.bt{k}",
+                  _env_store(f"%{p}.bx{k}", _ENV[slot] + k)]
+    return lines
+
+
+def batched_blas_thunk_ir(elem: str, gemm_address: int, name: str, ranks: tuple[int, int, int],
+                          trans: tuple[bool, bool] = (False, False), *, pool: tuple[int, int, int] | None = None,
+                          gate: tuple[int, int] | None = None, min_work: int = 1 << 17) -> str:
+    """LLVM IR of `_mlir_ciface_<name>(A*, B*, C*)`: a batched matmul, C[i] = op(A[i]) @ op(B[i])
+    over C's batch dims (numpy's broadcasting: an operand's batch dim of 1, or a missing one, is
+    read with stride 0), one cblas_?gemm per batch entry, all in this one native call.
+    `ranks`: of A, B, C (C's rank is the largest; 3 <= rank <= 2 + MAX_BATCH_DIMS).
+    `pool` (run address, pool handle, width > 1): when there are >= 2 entries and
+    M*N*K*entries >= `min_work` multiply-adds, the entries are the tasks of one parallel-for on
+    the native pool (runtime/pool.py `fb_pool_run`), each gemm at one BLAS thread: `gate`
+    (enter, exit addresses, `blas_gate_ir`) holds OpenBLAS at 1 thread for the job. Otherwise
+    the entries run in order on the calling thread at the BLAS count in force."""
+    t = GEMMS[elem].ctype
+    ra, rb, rc = ranks
+    nbd = rc - 2
+    if not (max(ra, rb) == rc and min(ra, rb) >= 2 and 1 <= nbd <= MAX_BATCH_DIMS):
+        raise ValueError(f"batched thunk ranks {ranks}: C has the largest rank, 3..{2 + MAX_BATCH_DIMS}")
+    e = _ENV
+    setup = [_load(t, "a", "A", trans[0], ra), _load(t, "b", "B", trans[1], rb), _load(t, "c", "C", False, rc),
+             _env_store("%A.ptr", e["a"], "ptr"), _env_store("%B.ptr", e["b"], "ptr"),
+             _env_store("%C.ptr", e["c"], "ptr"), _env_store(str(nbd), e["nbd"]), _env_store("%A.d0", e["m"]),
+             _env_store("%B.d1", e["n"]), _env_store("%A.d1", e["k"]), _env_store("%A.ld", e["lda"]),
+             _env_store("%B.ld", e["ldb"]), "  %ldc = call i64 @llvm.smax.i64(i64 %C.d1, i64 1)",
+             _env_store("%ldc", e["ldc"]), "  %ta = zext i32 %A.trans to i64", "  %tb = zext i32 %B.trans to i64",
+             _env_store("%ta", e["ta"]), _env_store("%tb", e["tb"])]
+    setup += _batch_dims("a", "A", ra, nbd, "astr") + _batch_dims("b", "B", rb, nbd, "bstr")
+    setup += _batch_dims("c", "C", rc, nbd, "cstr")
+    nb = "1"
+    for k in range(nbd):
+        setup += [f"  %C.cs{k}p = getelementptr {_desc(rc)}, ptr %c, i32 0, i32 3, i64 {k}",
+                  f"  %C.cs{k} = load i64, ptr %C.cs{k}p", _env_store(f"%C.cs{k}", e["csize"] + k),
+                  f"  %nb{k} = mul i64 {nb}, %C.cs{k}"]
+        nb = f"%nb{k}"
+    if pool is not None and pool[2] > 1 and gate is not None:
+        run, handle, width = pool
+        enter, leave = gate
+        dispatch = f"""  %work0 = mul i64 %A.d0, %B.d1
+  %work1 = mul i64 %work0, %A.d1
+  %work = mul i64 %work1, {nb}
+  %many = icmp sge i64 {nb}, 2
+  %big = icmp sge i64 %work, {min_work}
+  %par = and i1 %many, %big
+  br i1 %par, label %parallel, label %ser.pre
+parallel:
+  %enter = inttoptr i64 {enter} to ptr
+  call void %enter(i32 1)
+  %run = inttoptr i64 {run} to ptr
+  %pool = inttoptr i64 {handle} to ptr
+  call void %run(ptr %pool, ptr @fb_bgemm_task, ptr %env, i64 {nb}, i32 {width})
+  %leave = inttoptr i64 {leave} to ptr
+  call void %leave(i32 1)
+  ret void"""
+    else:
+        dispatch = "  br label %ser.pre"
+    body = "\n".join(setup)
+    ld = lambda slot, v: (f"  %{v}.p = getelementptr [{_ENV_SLOTS} x i64], ptr %env, i64 0, i64 {slot}\n"
+                          f"  %{v} = load i64, ptr %{v}.p")
+    per_dim = []
+    for op in ("a", "b", "c"):
+        per_dim += [f"  %{op}.si = add i64 %dn, {e[op + 'str']}",
+                    f"  %{op}.sp = getelementptr [{_ENV_SLOTS} x i64], ptr %env, i64 0, i64 %{op}.si",
+                    f"  %{op}.s = load i64, ptr %{op}.sp", f"  %{op}.d = mul i64 %idx, %{op}.s",
+                    f"  %o{op}1 = add i64 %o{op}, %{op}.d"]
+    loads = "\n".join(ld(e[k], k) for k in ("m", "n", "k", "lda", "ldb", "ldc", "ta", "tb"))
+    return f"""declare i64 @llvm.smax.i64(i64, i64)
+
+define internal void @fb_bgemm_task(ptr %env, i64 %i) {{
+entry:
+{ld(e["nbd"], "nbd")}
+  br label %loop
+loop:
+  %d = phi i64 [%nbd, %entry], [%dn, %body]
+  %rem = phi i64 [%i, %entry], [%rem1, %body]
+  %oa = phi i64 [0, %entry], [%oa1, %body]
+  %ob = phi i64 [0, %entry], [%ob1, %body]
+  %oc = phi i64 [0, %entry], [%oc1, %body]
+  %more = icmp sgt i64 %d, 0
+  br i1 %more, label %body, label %call
+body:
+  %dn = sub i64 %d, 1
+  %csi = add i64 %dn, {e["csize"]}
+  %csp = getelementptr [{_ENV_SLOTS} x i64], ptr %env, i64 0, i64 %csi
+  %cs = load i64, ptr %csp
+  %idx = urem i64 %rem, %cs
+  %rem1 = udiv i64 %rem, %cs
+{chr(10).join(per_dim)}
+  br label %loop
+call:
+{loads}
+  %pap = getelementptr [{_ENV_SLOTS} x i64], ptr %env, i64 0, i64 {e["a"]}
+  %pa0 = load ptr, ptr %pap
+  %pbp = getelementptr [{_ENV_SLOTS} x i64], ptr %env, i64 0, i64 {e["b"]}
+  %pb0 = load ptr, ptr %pbp
+  %pcp = getelementptr [{_ENV_SLOTS} x i64], ptr %env, i64 0, i64 {e["c"]}
+  %pc0 = load ptr, ptr %pcp
+  %pa = getelementptr {t}, ptr %pa0, i64 %oa
+  %pb = getelementptr {t}, ptr %pb0, i64 %ob
+  %pc = getelementptr {t}, ptr %pc0, i64 %oc
+  %ta32 = trunc i64 %ta to i32
+  %tb32 = trunc i64 %tb to i32
+  %fn = inttoptr i64 {gemm_address} to ptr
+  call void %fn(i32 101, i32 %ta32, i32 %tb32, i64 %m, i64 %n, i64 %k, {t} 1.0, ptr %pa, i64 %lda, ptr %pb, i64 %ldb, {t} 0.0, ptr %pc, i64 %ldc)
+  ret void
+}}
+
+define void @_mlir_ciface_{name}(ptr %a, ptr %b, ptr %c) {{
+entry:
+  %env = alloca [{_ENV_SLOTS} x i64], align 8
+{body}
+{dispatch}
+ser.pre:
+  br label %ser
+ser:
+  %si = phi i64 [0, %ser.pre], [%si1, %ser.body]
+  %sc = icmp slt i64 %si, {nb}
+  br i1 %sc, label %ser.body, label %done
+ser.body:
+  call void @fb_bgemm_task(ptr %env, i64 %si)
+  %si1 = add i64 %si, 1
+  br label %ser
+done:
+  ret void
+}}
+"""
+
+
+def blas_gate_ir(get_address: int, set_address: int, max_threads: int = 64) -> str:
+    """LLVM IR of the process's BLAS thread gate: `fb_blas_gate_api(out)` writes the addresses of
+    `enter(i32 n)` and `leave(i32 n)` to out[0], out[1]. While any enter(n) is not yet left, in any
+    thread, OpenBLAS runs at the smallest such n (clamped to 1..`max_threads`); the last leave
+    restores the count the first enter found. State: a spin lock, the open count, the saved
+    count and one counter per n, in one internal global; the BLAS get/set are called under the
+    lock so two threads never interleave them."""
+    slots = max_threads + 4  # 0 lock, 1 open, 2 saved, 3.. counts[n] at 3 + n
+    g = f"[{slots} x i32]"
+    return f"""@st = internal global {g} zeroinitializer, align 64
+
+define internal void @lock() {{
+entry:
+  br label %try
+try:
+  %p = cmpxchg ptr @st, i32 0, i32 1 acquire monotonic
+  %ok = extractvalue {{ i32, i1 }} %p, 1
+  br i1 %ok, label %done, label %try
+done:
+  ret void
+}}
+
+define internal void @unlock() {{
+  store atomic i32 0, ptr @st release, align 4
+  ret void
+}}
+
+define internal i32 @clamp(i32 %n) {{
+  %lo = icmp slt i32 %n, 1
+  %n1 = select i1 %lo, i32 1, i32 %n
+  %hi = icmp sgt i32 %n1, {max_threads}
+  %n2 = select i1 %hi, i32 {max_threads}, i32 %n1
+  ret i32 %n2
+}}
+
+; set OpenBLAS to the smallest open n, or to the saved count when none is open (under the lock)
+define internal void @apply() {{
+entry:
+  %openp = getelementptr {g}, ptr @st, i64 0, i64 1
+  %open = load i32, ptr %openp
+  %none = icmp eq i32 %open, 0
+  br i1 %none, label %saved, label %scan
+saved:
+  %svp = getelementptr {g}, ptr @st, i64 0, i64 2
+  %sv = load i32, ptr %svp
+  br label %set
+scan:
+  %n = phi i32 [1, %entry], [%n1, %next]
+  %ci = add i32 %n, 3
+  %cp = getelementptr {g}, ptr @st, i64 0, i32 %ci
+  %cnt = load i32, ptr %cp
+  %hit = icmp sgt i32 %cnt, 0
+  %last = icmp sge i32 %n, {max_threads}
+  %stop = or i1 %hit, %last
+  br i1 %stop, label %set, label %next
+next:
+  %n1 = add i32 %n, 1
+  br label %scan
+set:
+  %want = phi i32 [%sv, %saved], [%n, %scan]
+  %get = inttoptr i64 {get_address} to ptr
+  %now = call i32 %get()
+  %same = icmp eq i32 %now, %want
+  br i1 %same, label %out, label %do
+do:
+  %setf = inttoptr i64 {set_address} to ptr
+  call void %setf(i32 %want)
+  br label %out
+out:
+  ret void
+}}
+
+define internal void @enter(i32 %n0) {{
+entry:
+  %n = call i32 @clamp(i32 %n0)
+  call void @lock()
+  %openp = getelementptr {g}, ptr @st, i64 0, i64 1
+  %open = load i32, ptr %openp
+  %first = icmp eq i32 %open, 0
+  br i1 %first, label %save, label %count
+save:
+  %get = inttoptr i64 {get_address} to ptr
+  %now = call i32 %get()
+  %svp = getelementptr {g}, ptr @st, i64 0, i64 2
+  store i32 %now, ptr %svp
+  br label %count
+count:
+  %open1 = add i32 %open, 1
+  store i32 %open1, ptr %openp
+  %ci = add i32 %n, 3
+  %cp = getelementptr {g}, ptr @st, i64 0, i32 %ci
+  %cnt = load i32, ptr %cp
+  %cnt1 = add i32 %cnt, 1
+  store i32 %cnt1, ptr %cp
+  call void @apply()
+  call void @unlock()
+  ret void
+}}
+
+define internal void @leave(i32 %n0) {{
+entry:
+  %n = call i32 @clamp(i32 %n0)
+  call void @lock()
+  %openp = getelementptr {g}, ptr @st, i64 0, i64 1
+  %open = load i32, ptr %openp
+  %open1 = sub i32 %open, 1
+  store i32 %open1, ptr %openp
+  %ci = add i32 %n, 3
+  %cp = getelementptr {g}, ptr @st, i64 0, i32 %ci
+  %cnt = load i32, ptr %cp
+  %cnt1 = sub i32 %cnt, 1
+  store i32 %cnt1, ptr %cp
+  call void @apply()
+  call void @unlock()
+  ret void
+}}
+
+define void @fb_blas_gate_api(ptr %out) {{
+  store ptr @enter, ptr %out
+  %o1 = getelementptr ptr, ptr %out, i64 1
+  store ptr @leave, ptr %o1
+  ret void
+}}
+"""
+
+
+def compile_blas_gate(get_address: int, set_address: int) -> tuple[bytes, str]:
+    """(object code, exported symbol) of the BLAS thread gate (`blas_gate_ir`)."""
+    from fusebind.lowering.codegen import compile_llvm_ir
+
+    return compile_llvm_ir(blas_gate_ir(get_address, set_address), "fb_blas_gate_api"), "fb_blas_gate_api"
+
+
+def compile_batched_blas_thunk(elem: str, gemm_address: int, ranks: tuple[int, int, int],
+                               trans: tuple[bool, bool] = (False, False), *, pool: tuple[int, int, int] | None = None,
+                               gate: tuple[int, int] | None = None) -> tuple[bytes, str]:
+    """(object code, exported symbol) of the batched thunk (`batched_blas_thunk_ir`)."""
+    from fusebind.lowering.codegen import compile_llvm_ir
+
+    width = pool[2] if pool is not None and gate is not None else 1
+    name = f"fb_bblas_{GEMMS[elem].short}_{''.join(map(str, ranks))}{trans_suffix(trans)}_w{width}"
+    entry = f"_mlir_ciface_{name}"
+    ir = batched_blas_thunk_ir(elem, gemm_address, name, tuple(ranks), tuple(trans), pool=pool, gate=gate)
+    return compile_llvm_ir(ir, entry), entry
 
 
 def _copy_loop(p: str, rows: str, cols: str, body: list[str]) -> str:

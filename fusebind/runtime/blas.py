@@ -79,15 +79,51 @@ class _ThreadControl:
 
 _control: _ThreadControl | None = None
 _thread_lock = threading.Lock()
-_requests: dict[int, int] = {}  # open blas_threads(n) blocks: n -> how many
-_saved: list[int] = []  # the count before the first open block (restored when the last closes)
+
+
+class _Gate:
+    """The process's native BLAS thread gate (lowering/blas_ir.py `blas_gate_ir`): `enter(n)` /
+    `leave(n)`, callable from Python (ctypes) and from native code (`enter_address`, the
+    batched thunk's parallel path), so both arbitrate through one lock and one set of counts."""
+
+    def __init__(self, ctl: _ThreadControl) -> None:
+        from fusebind.lowering.blas_ir import compile_blas_gate
+        from fusebind.runtime.loader import load_object
+
+        get = ctypes.cast(ctl.get, ctypes.c_void_p).value or 0
+        put = ctypes.cast(ctl.set, ctypes.c_void_p).value or 0
+        code, entry = compile_blas_gate(get, put)
+        self.loaded = load_object(code, entry, lasting=True)  # one gate per process, never unlinked
+        table = (ctypes.c_void_p * 2)()
+        ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.loaded.address)(ctypes.addressof(table))
+        self.enter_address, self.leave_address = int(table[0]), int(table[1])
+        self.enter = ctypes.CFUNCTYPE(None, ctypes.c_int32)(self.enter_address)
+        self.leave = ctypes.CFUNCTYPE(None, ctypes.c_int32)(self.leave_address)
+
+
+_gate_obj: _Gate | None = None
 
 
 def _ctl() -> _ThreadControl:
     global _control
     if _control is None:
-        _control = _ThreadControl()
+        with _thread_lock:
+            if _control is None:
+                _control = _ThreadControl()
     return _control
+
+
+def blas_gate() -> _Gate | None:
+    """The process's BLAS thread gate (built on first use); None when OpenBLAS has no thread control."""
+    global _gate_obj
+    ctl = _ctl()
+    if ctl.set is None:
+        return None
+    if _gate_obj is None:
+        with _thread_lock:
+            if _gate_obj is None:
+                _gate_obj = _Gate(ctl)
+    return _gate_obj
 
 
 def blas_get_threads() -> int:
@@ -98,7 +134,7 @@ def blas_get_threads() -> int:
 
 def blas_set_threads(n: int) -> int:
     """Set OpenBLAS's thread count for the whole process; returns the previous count. Prefer
-    `blas_threads` (arbitrated, restored): this one overrides whatever open blocks asked for."""
+    `blas_threads` (arbitrated, restored): this one is overridden when an open block closes."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise FusebindValueError(f"blas threads must be an int >= 1, got {n!r}")
     ctl = _ctl()
@@ -109,41 +145,23 @@ def blas_set_threads(n: int) -> int:
         return before
 
 
-def _apply() -> None:
-    """Under _thread_lock: make OpenBLAS's count the smallest open request, or the saved count."""
-    ctl = _ctl()
-    if ctl.set is None:
-        return
-    want = min(_requests) if _requests else _saved.pop()
-    if int(ctl.get()) != want:
-        ctl.set(want)
-
-
 @contextmanager
 def blas_threads(n: int) -> Iterator[int]:
     """Run the block with OpenBLAS at most `n` threads (fewer when another open block, in any
-    thread, asked for fewer); yields the count in force on entry. Thread-safe; the count
-    before the first open block is restored when the last one closes."""
+    thread or in a batched matmul's parallel job, asked for fewer; n above 64 counts as 64);
+    yields the count in force on entry. Thread-safe; the count before the first open block is
+    restored when the last one closes."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise FusebindValueError(f"blas_threads needs an int >= 1, got {n!r}")
-    ctl = _ctl()
-    with _thread_lock:
-        if not _requests and ctl.get is not None:
-            _saved.append(int(ctl.get()))
-        _requests[n] = _requests.get(n, 0) + 1
-        _apply()
-        now = min(_requests)
+    gate = blas_gate()
+    if gate is None:
+        yield 1
+        return
+    gate.enter(n)
     try:
-        yield now
+        yield blas_get_threads()
     finally:
-        with _thread_lock:
-            left = _requests[n] - 1
-            if left:
-                _requests[n] = left
-            else:
-                del _requests[n]
-            if _requests or _saved:
-                _apply()
+        gate.leave(n)
 
 
 _blas_lock = threading.Lock()
@@ -170,3 +188,48 @@ def blas_matmul_kernel(elem: str, session: Session | None = None, *,
             blas_kernels[key] = Kernel(k.function, k.signature, k.address,
                                        f"blas:{BLAS_GEMMS[elem].short}{trans_suffix(trans)}", k.keepalive)
         return blas_kernels[key]
+
+
+def blas_batched_kernel(elem: str, ranks: tuple[int, int, int], session: Session | None = None, *,
+                        backend: Any = None, trans: tuple[bool, bool] = (False, False), threads: int = 1) -> Kernel:
+    """The batched BLAS matmul kernel (f32/f64) for operand ranks `ranks` (A, B, C; C's the
+    largest, >= 3): C[i] = op(A[i]) @ op(B[i]) over C's batch dims with numpy's broadcasting,
+    in one native call that loops over the entries (lowering/blas_ir.py
+    `batched_blas_thunk_ir`). `threads` > 1: big enough batches run their entries in parallel
+    on the process's native pool, OpenBLAS held at 1 thread meanwhile (the gate), so the cores
+    are never oversubscribed. One per session, backend, ranks, trans and threads."""
+    from fusebind.lowering.blas_ir import MAX_BATCH_DIMS, GEMMS, compile_batched_blas_thunk
+
+    if elem not in GEMMS:
+        raise StaticKernelError(f"no batched BLAS matmul for {elem}; it covers f32 and f64")
+    ra, rb, rc = (int(r) for r in ranks)
+    if not (max(ra, rb) == rc and min(ra, rb) >= 2 and 3 <= rc <= 2 + MAX_BATCH_DIMS):
+        raise StaticKernelError(f"no batched BLAS matmul for ranks {tuple(ranks)}: the result has the largest "
+                                f"rank, 3 to {2 + MAX_BATCH_DIMS}; use numpy's matmul")
+    trans = (bool(trans[0]), bool(trans[1]))
+    pool = gate = None
+    width = 1
+    if threads > 1:
+        from fusebind.runtime.pool import PoolUnavailable, process_pool
+
+        g = blas_gate()
+        try:
+            p = process_pool()
+        except PoolUnavailable:
+            p = None
+        if p is not None and g is not None and min(threads, p.threads) > 1:
+            width = min(int(threads), p.threads)
+            pool, gate = (p.run_address, p.handle, width), (g.enter_address, g.leave_address)
+    load = backend.load if backend is not None else Kernel.from_object
+    kernels: dict[tuple[Any, ...], Kernel] = (session or default_session()).slot("blas_kernels", dict)
+    key = (backend.name if backend is not None else DEFAULT_BACKEND, elem, "batched", (ra, rb, rc), trans, width)
+    with _blas_lock:
+        if key not in kernels:
+            code, entry = compile_batched_blas_thunk(elem, blas_gemm_address(elem), (ra, rb, rc), trans,
+                                                     pool=pool, gate=gate)
+            d = DType(elem)
+            sig = KernelSignature(((d, ra), (d, rb)), ((d, rc),))
+            k = load(code, entry, signature=sig)
+            kernels[key] = Kernel(k.function, k.signature, k.address,
+                                  f"blas:b{GEMMS[elem].short}{trans_suffix(trans)}", k.keepalive)
+        return kernels[key]
