@@ -3,7 +3,7 @@
 This module owns one fact about a region: *result r may be written into the
 buffer of operand k*. The optimizer stamps it (`mark_inplace`) on an
 epilogue region whose operand is the result of a `prim.matmul` that nothing
-else reads, or (under `THROUGH_RESHAPE`, off for now: why there) a row-major
+else reads, or (under `THROUGH_RESHAPE`, on: why there) a row-major
 `prim.reshape` of such a result (conv's (F, P) -> (N, F, *out): a view of
 the same buffer, `matmul_buffer_of`) that nothing else reads; the executor reads it (`inplace_of`) and may then pass the same
 buffer as that input and that output, so "BLAS does the matmul, the epilogue
@@ -50,12 +50,12 @@ from fusebind.dialect.types import elem_of, shape_of
 INPLACE_ATTR = "fused.inplace"
 
 #: Whether an epilogue reads its matmul through a reshape in place (`matmul_buffer_of`), and the
-#: matmul-epilogue rule starts after that reshape. Off: sound, but slower today. A fused kernel
-#: whose output is its input's memory runs its loop unvectorized (the vectorizer's runtime overlap
-#: check fails on the exact alias): conv's bias + relu at 1x64x112x112 537 us in place vs 93 us into
-#: a separate buffer, a 1x1 conv 0.63 -> 1.0 ms a call (one core). On once the lowering emits an
-#: in-place kernel (the result written into operand k's own buffer, one pointer, no check).
-THROUGH_RESHAPE = False
+#: matmul-epilogue rule starts after that reshape. It was off while an in-place fused kernel ran
+#: its loop unvectorized (LLVM's runtime overlap check fails on the exact alias: conv's bias + relu
+#: at 1x64x112x112 537 us in place vs 93 us into a separate buffer). On since the executor runs a
+#: marked region as its in-place kernel variant (runtime/builder_inplace.py: operand k read from
+#: the output's own memref, no check), which is faster than the separate buffer (docs/EPILOGUES.md).
+THROUGH_RESHAPE = True
 
 
 def _static(value: SSAValue) -> bool:

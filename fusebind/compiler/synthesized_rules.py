@@ -93,7 +93,7 @@ def _matmul_epilogue(state: MatchState) -> list[Candidate]:
     which the epilogue may then reuse: compiler/inplace.py), and takes the
     `prim.broadcast_to`s only its ops read (conv's bias broadcast), which a
     chain alone would leave outside as a full-size array. Only under
-    `inplace.THROUGH_RESHAPE` (off: why there)."""
+    `inplace.THROUGH_RESHAPE` (on; why there)."""
     out: list[Candidate] = []
     g = state.graph
     for mm in g.ops:

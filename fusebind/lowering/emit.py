@@ -194,13 +194,15 @@ _ONE_LOOP_ELEMS = frozenset(("f32", "f64"))
 
 
 def _one_loop(block: Any, ops: list[Any]) -> bool:
-    """Whether `_emit_one_loop` takes the block: float elementwise ops and 0-d constants only,
-    yielding one elementwise result."""
+    """Whether `_emit_one_loop` takes the block: float elementwise ops, broadcasts and 0-d
+    constants only, yielding one elementwise result."""
     yielded = list(block.last_op.operands)
     if len(yielded) != 1 or yielded[0].owner not in ops or not hasattr(yielded[0].owner, "scalar_body"):
         return False
     for op in ops:
-        if not (hasattr(op, "scalar_body") or (op_kind(op) == "constant" and not shape_of(op.results[0].type))):
+        kind = op_kind(op)
+        if not (hasattr(op, "scalar_body") or kind == "broadcast_to"
+                or (kind == "constant" and not shape_of(op.results[0].type))):
             return False
         if any(element_name(v.type) not in _ONE_LOOP_ELEMS for v in (*op.operands, *op.results)):
             return False
@@ -214,7 +216,9 @@ def _emit_one_loop(em: Emitter, block: Any, values: dict[Any, Value], ops: list[
     Why: `linalg-fuse-elementwise-ops` fuses a producer only into its single user, so a value
     read by several ops (gelu's `x` is read four times) is materialized whole, a heap temporary
     and a second pass over memory (2 MiB for a 512x1024 f32 epilogue). The scalar ops are the
-    same ones the per-op generics compute, on the same values, so the results are the same."""
+    same ones the per-op generics compute, on the same values, so the results are the same.
+    Every input is read through numpy's broadcast to the result's shape, which composes: an
+    op's (or a `broadcast_to`'s) value at a result index is its value at the broadcast index."""
     result = block.last_op.operands[0]
     shape = shape_of(result.type)
     rank = len(shape)
@@ -232,6 +236,9 @@ def _emit_one_loop(em: Emitter, block: Any, values: dict[Any, Value], ops: list[
     scalar: dict[Any, str] = dict(zip(used, vals))
     for op in ops:
         out_elem = compute_elem(element_name(op.results[0].type))
+        if op_kind(op) == "broadcast_to":  # every input is indexed by broadcasting to the result
+            scalar[op.results[0]] = scalar[op.operands[0]]
+            continue
         if not hasattr(op, "scalar_body"):  # a 0-d constant
             scalar[op.results[0]] = b.constant(np.asarray(op.reference()).item(), out_elem)
             continue

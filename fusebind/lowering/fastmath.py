@@ -24,9 +24,9 @@ rationals, except the f32 minimax and erf Chebyshev coefficients, computed
 offline by the documented procedures and listed literally):
 
 * exp / expm1: ``x = n*ln2 + r`` (Cody-Waite with a two-part ln2, FMA),
-  f32 exp: ``exp(r) = 1 + r + r*r*P(r)`` with a degree-4 minimax P (fitted
-  offline, see ``_EXP_P_F32``); expm1 and f64: the Taylor series on
-  ``|r| <= ln2/2``; then scaling by ``2**n`` (ldexp, or two steps so results
+  f32 exp and expm1: ``exp(r) = 1 + r + r*r*P(r)`` with a degree-4 minimax P
+  (fitted offline, see ``_EXP_P_F32``; expm1(r) is ``r + r*r*P(r)``); f64: the
+  Taylor series on ``|r| <= ln2/2``; then scaling by ``2**n`` (ldexp, or two steps so results
   in the denormal range round once).
 * log f32: ``x = 2**e * m`` with ``m`` in ``[sqrt(1/2), sqrt(2))``, ``f = m - 1``,
   ``log1p(f) = f + f*f*Q(f)`` with a degree-8 minimax Q, no division.
@@ -128,7 +128,8 @@ def _check(fn: str, elem: str) -> None:
 
 
 def _taylor_expm1_tail(fmt: Format) -> list[float]:
-    """Coefficients of P in expm1(r) = r + r*r*P(r), Taylor, |r| <= ln2/2."""
+    """Coefficients of P in expm1(r) = r + r*r*P(r), Taylor, |r| <= ln2/2 (f64; f32 uses
+    `_EXP_P_F32`, three FMAs fewer, the sweep's maxima unchanged)."""
     degree = 8 if fmt.elem == "f32" else 13  # truncation < 0.15 ULP
     return [fmt.round(Fraction(1, factorial(k))) for k in range(2, degree + 1)]
 
@@ -142,7 +143,8 @@ def _exp_reduce(b: Body, x: str) -> tuple[str, str]:
     r = b.fma(neg_n, b.f(hi), x)
     r = b.fma(neg_n, b.f(lo), r)
     rr = b.mul(r, r)
-    u = b.fma(rr, b.horner(r, _taylor_expm1_tail(fmt)), r)
+    tail = list(_EXP_P_F32) if fmt.elem == "f32" else _taylor_expm1_tail(fmt)
+    u = b.fma(rr, b.horner(r, tail), r)
     return b.to_int(n_f), u
 
 

@@ -7,9 +7,9 @@ matmul's result or the reshape has another reader or is returned, the reshaped v
 matmul's, the epilogue changes dtype or broadcasts the result larger, or the shape op is not a
 reshape.
 
-The feature is off by default (`inplace.THROUGH_RESHAPE`: an aliased output runs the fused loop
-unvectorized today, slower than a separate buffer); these tests turn it on, and one checks that
-off, conv's epilogue is the plain elementwise region it was, not in place."""
+The feature is on by default (`inplace.THROUGH_RESHAPE`; the region runs as its in-place kernel
+variant, runtime/builder_inplace.py); one test checks that switched off, conv's epilogue is the
+plain elementwise region it was, not in place."""
 
 from __future__ import annotations
 
@@ -49,11 +49,11 @@ CHAINED = _func(HEAD + EPILOGUE + f"  %q = prim.reshape %r : {V} -> tensor<8x30x
 
 @pytest.fixture(autouse=True)
 def through_reshape(request, monkeypatch):
-    """The feature on (off by default, see the module docstring), except for the test of the default."""
+    """The feature as it is by default (on), except for the test of the switch."""
     from fusebind.compiler import inplace
 
-    if not request.node.name.startswith("test_off_by_default"):
-        monkeypatch.setattr(inplace, "THROUGH_RESHAPE", True)
+    if request.node.name.startswith("test_switched_off"):
+        monkeypatch.setattr(inplace, "THROUGH_RESHAPE", False)
 
 
 def _regions(module) -> list[RegionOp]:
@@ -216,7 +216,8 @@ def test_conv_bias_relu_epilogue_is_in_place_and_matches_numpy() -> None:
     first = f(x, w, b)
     (d,) = [d for d in f.executor(x, w, b).plan_for([x, w, b]).decisions if d.name.startswith("matmul_epilogue_")]
     assert d.arm == "fused" and d.inplace is not None and d.inplace[1] == 0
-    assert f"in place: result 0 written into operand {d.inplace[0]}'s buffer" in f.explain(x, w, b)
+    assert f"in place: result 0 written into operand {d.inplace[0]}'s buffer (its in-place kernel variant)" \
+        in f.explain(x, w, b)
     np.testing.assert_allclose(first, np.maximum(nn.conv(x, w, b, pads=(1, 1, 1, 1)), 0), rtol=1e-5, atol=1e-5)
     kept = first.copy()
     x2 = RNG.standard_normal(x.shape).astype(np.float32)
@@ -247,7 +248,13 @@ def test_reshape_to_the_same_shape_runs_in_place_into_the_callers_out(cache) -> 
     np.testing.assert_allclose(out, interpret(parse_module(SAME_SHAPE), *args), rtol=2e-5, atol=2e-5)
 
 
-def test_off_by_default_the_epilogue_through_a_reshape_is_the_elementwise_region_it_was() -> None:
+def test_on_by_default() -> None:
+    from fusebind.compiler import inplace
+
+    assert inplace.THROUGH_RESHAPE is True
+
+
+def test_switched_off_the_epilogue_through_a_reshape_is_the_elementwise_region_it_was() -> None:
     from fusebind.compiler import inplace
 
     assert inplace.THROUGH_RESHAPE is False
