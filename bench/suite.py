@@ -295,22 +295,28 @@ def write_block(path: Path, block: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
+def _children_cpu() -> float:
+    """CPU seconds of this process and every finished child (the measuring processes): on a loaded host the wall time of a
+    section grows with the load, this does not, so it says what the section costs on a quiet one."""
+    import resource
+
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_CHILDREN),
+                                                 resource.getrusage(resource.RUSAGE_SELF)))
+
+
 def run_suite(cfg: Config, command: str, parent_env: dict[str, str | None]) -> str:
     res = Results()
     md: list[str] = []
     t0 = time.perf_counter()
-    print("workloads …", flush=True)
-    run_workloads(cfg, res, md)
-    print("threads …", flush=True)
-    run_threads(cfg, res, md)
-    print("call overhead …", flush=True)
-    run_call_overhead(cfg, res, md)
-    print("compile latency and cache …", flush=True)
-    run_compile(cfg, res, md)
-    print("first calls (API) against jax.jit …", flush=True)
-    run_first_calls(cfg, res, md)
-    print("temporaries …", flush=True)
-    run_temporaries(cfg, res, md)
+    took: list[str] = []
+    for title, section in (("workloads", run_workloads), ("threads", run_threads),
+                           ("call overhead", run_call_overhead), ("compile latency and cache", run_compile),
+                           ("first calls (API) against jax.jit", run_first_calls), ("temporaries", run_temporaries)):
+        print(f"{title} …", flush=True)
+        ts, cpu = time.perf_counter(), _children_cpu()
+        section(cfg, res, md)
+        took.append(f"{title} {time.perf_counter() - ts:.0f} s ({_children_cpu() - cpu:.0f} s CPU)")
+        print(f"  {took[-1]}", flush=True)
     elapsed = time.perf_counter() - t0
     fair = ("Fairness: all peers compute float32. numexpr constants are float32 variables (literals and "
             "maximum() would promote to float64) and its output is written with casting='safe', so a promoted "
@@ -320,7 +326,8 @@ def run_suite(cfg: Config, command: str, parent_env: dict[str, str | None]) -> s
             "are per call; each sample is a batch of calls lasting ≥ 0.2 ms; min and median over interleaved "
             "rounds (warm-up excluded, order rotated every round). Ratios are taken within this run.")
     header = [f"## Benchmark suite ({'quick' if cfg.quick else 'full'} run, {elapsed:.0f} s)", "",
-              environment_header(command, parent_env), "", fair, "",
+              environment_header(command, parent_env), f"- sections: {', '.join(took)}; load average at the "
+              f"end {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[2]:.2f} (15 min)", "", fair, "",
               "Candidates: **fusebind** = the public API `fb.jit(fn)(*arrays)`; **fb-kernel** = the same math "
               "traced to prim MLIR and compiled by `fusebind.lowering`, called through ctypes with descriptors "
               "built once (the generated code without the API in front of it).", ""]

@@ -88,13 +88,18 @@ def op_flops(op: Any) -> int:
     return total
 
 
-def profile_fusebind(f: Any, xs: Sequence[Any], repeat: int = 15) -> dict[str, Any]:
+def profile_fusebind(f: Any, xs: Sequence[Any], repeat: int | None = None) -> dict[str, Any]:
     """fusebind's plan for `xs`, step by step: [what, kernel, arm, median s, GEMM flops] per step, the whole
-    call's median (the same number of calls, before and after the steps) and the cores it may use."""
+    call's median (the same number of calls, before and after the steps) and the cores it may use.
+    `repeat` None: as many runs as fit about 0.3 s per phase, between 3 and 15 (a long call gets few)."""
     from fusebind.runtime.step_profile import plan_and_func, profile_steps
 
     try:
         _, ex, arrays, _ = f._flat(list(xs), {})
+        if repeat is None:
+            t = time.perf_counter()
+            f(*xs)
+            repeat = max(3, min(15, int(0.3 / max(time.perf_counter() - t, 1e-9))))
         calls: list[float] = []
 
         def call_times(n: int) -> None:
