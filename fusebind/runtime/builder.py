@@ -88,6 +88,8 @@ class PlanOptions:
     failed_fused_arms: set[tuple[Any, int]] = field(default_factory=set)
     #: time every region step and fast-path call (`ArmStats` seconds); off, nothing is timed
     profile: bool = False
+    #: the object cache in-place kernel variants go to (builder_inplace.py); None: `default_cache()`
+    cache: Any = None
 
     def machine_model(self) -> MachineModel:
         """The model these options price with (resolving None as above)."""
@@ -435,8 +437,8 @@ class StepBuilder:
         if inplace is not None:
             decision.inplace = inplace
             decision.reason += f"; in place: result {inplace[1]} written into operand {inplace[0]}'s buffer"
-            call = variant_call(region, inplace, resolved.kernel, canonical, splittable, self.options.threads,
-                                self.options.backend, self.notes, decision) or call
+            call = variant_call(region, inplace, resolved.kernel, canonical, splittable, self.options,
+                                self.notes, decision) or call
         src = -1
         if inplace is not None:  # operand k's buffer: the matmul's own array, or the array its output views
             src = operand_slots[inplace[0]] if source is region.operands[inplace[0]] else \

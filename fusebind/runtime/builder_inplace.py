@@ -2,8 +2,9 @@
 call of a fused arm.
 
 Owns `inplace_variant` (the variant's Kernel, built once per process and kept
-in the object cache), `variant_call` (its call, when it replaces a fused arm) and `fused_call` (a fused arm's call: its thunk, else
-ctypes descriptors), both used by `StepBuilder.region_step` (builder.py).
+in the object cache), `variant_call` (its call, when it replaces a fused arm)
+and `fused_call` (a fused arm's call: its thunk, else ctypes descriptors),
+used by `StepBuilder.region_step` (builder.py).
 
 Why a variant: a region marked `fused.inplace` (compiler/inplace.py) writes
 its result r into operand k's buffer. Its out-of-place kernel called with one
@@ -49,23 +50,24 @@ def _types(region: Any) -> tuple[str, ...]:
     return tuple(str(v.type) for v in (*region.operands, *region.results))
 
 
-def inplace_variant(region: Any, k: int, r: int, canonical: str, backend: str, notes: list[str]) -> Any:
+def inplace_variant(region: Any, k: int, r: int, canonical: str, backend: str, notes: list[str],
+                    cache: Any = None) -> Any:
     """The Kernel of `region`'s in-place variant (result r written over operand k), or None
     when it cannot be built (a `LoweringError`, noted in `notes`): the caller then runs the
     out-of-place kernel in place, which is correct, only slower. `canonical` is the region's
     canonical text (`fused_ids`), the memo key with its types; regions without one
-    (`!failed` or empty) get no variant."""
+    (`!failed` or empty) get no variant. `cache`: the object cache (None: `default_cache()`)."""
     if not canonical or canonical.startswith("!"):
         return None
     key = (backend, canonical, _types(region), k, r)
     with _LOCK:
         if key in _VARIANTS:
             return _VARIANTS[key]
-        kernel = _VARIANTS[key] = _build(region, k, r, canonical, backend, notes)
+        kernel = _VARIANTS[key] = _build(region, k, r, canonical, backend, notes, cache)
         return kernel
 
 
-def _build(region: Any, k: int, r: int, canonical: str, backend: str, notes: list[str]) -> Any:
+def _build(region: Any, k: int, r: int, canonical: str, backend: str, notes: list[str], cache: Any = None) -> Any:
     from fusebind.runtime.kernel import Kernel
 
     target = backend_named(backend)
@@ -80,7 +82,7 @@ def _build(region: Any, k: int, r: int, canonical: str, backend: str, notes: lis
         block = region.body.blocks[0]
         dtypes = [element_name(a.type) for a in block.args] + [element_name(v.type) for v in block.last_op.operands]
         shapes = [list(s.shape) for s in (*emitted.inputs, *emitted.outputs)]
-        built = build_object(emitted, key_parts={"recipe": canonical, "dtypes": dtypes, "shapes": shapes,
+        built = build_object(emitted, cache=cache, key_parts={"recipe": canonical, "dtypes": dtypes, "shapes": shapes,
                                                  "dynamic": False, "inplace": [k, r]}, backend=target)
         kernel = Kernel.from_object(built.object_code, built.symbol, signature=emitted_signature(emitted))
     except LoweringError as exc:
@@ -91,17 +93,18 @@ def _build(region: Any, k: int, r: int, canonical: str, backend: str, notes: lis
 
 
 def variant_call(region: Any, inplace: tuple[int, int], kernel: Any, canonical: str, splittable: bool,
-                 threads: int, backend: str, notes: list[str], decision: Any) -> Any:
+                 options: Any, notes: list[str], decision: Any) -> Any:
     """The call of `region`'s in-place variant in place of its fused arm `kernel`, or None (run
     `kernel` itself). Only a compiled arm (it knows its `compiled_shapes`) is replaced: a user's
     kernel bound under the region's key is what the user asked to run."""
     if getattr(kernel, "compiled_shapes", None) is None or getattr(kernel.signature, "status", False):
         return None
-    variant = inplace_variant(region, inplace[0], inplace[1], canonical, backend, notes)
+    variant = inplace_variant(region, inplace[0], inplace[1], canonical, options.backend, notes, options.cache)
     if variant is None:
         return None
     decision.reason += " (its in-place kernel variant)"
-    return fused_call(region, variant, splittable, threads, runtime_backend(backend).split_pool, notes)
+    return fused_call(region, variant, splittable, options.threads, runtime_backend(options.backend).split_pool,
+                      notes)
 
 
 def fused_call(region: Any, kernel: Any, splittable: bool, threads: int, pool: Any, notes: list[str]) -> Any:
