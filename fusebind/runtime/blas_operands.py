@@ -6,8 +6,10 @@ numpy view (`transpose_is_view`), and
 - a 2-D matmul on the BLAS kernel reads the untransposed array through the kernel variant
   that passes the gemm its Trans flag (`blas_transposed`: runtime/blas.py's `trans=`, whose
   thunk reads the descriptor's sizes and strides swapped, lowering/blas_ir.py);
-- a batched matmul (numpy's, there is no batched kernel) gets the strided view, which numpy's
-  matmul passes to its own gemm with the transpose flag too.
+- a batched f32/f64 matmul on the batched BLAS kernel (`blas_batched`: runtime/blas.py
+  `blas_batched_kernel`, one native call over the batch entries) reads the untransposed array
+  through its trans variant the same way; any other batched matmul (numpy's) gets the strided
+  view, which numpy's matmul passes to its own gemm with the transpose flag too.
 A transpose read by anything else, or a matmul whose kernel is not the BLAS one (a user's
 binding, integers), keeps today's path: the view is copied to a contiguous array (`contig`) by
 the step that needs it, so the answer never depends on this.
@@ -28,7 +30,7 @@ import numpy as np
 
 from fusebind.dialect.prim import MatmulOp, TransposeOp
 from fusebind.lowering.blas_ir import BLAS_GEMMS
-from fusebind.runtime.blas import blas_matmul_kernel
+from fusebind.runtime.blas import blas_batched_kernel, blas_matmul_kernel
 from fusebind.runtime.dtypes import DType
 from fusebind.runtime.steps import np_dtype, static_shape
 
@@ -83,6 +85,31 @@ def blas_transposed(op: Any, kernel: Any, views: set[Any], session: Any, backend
     return blas_matmul_kernel(elem, session, backend=backend, trans=trans), sources
 
 
+def blas_batched(op: Any, views: set[Any], session: Any, backend: Any, threads: int) -> tuple[Any, list[Any]] | None:
+    """For a batched f32/f64 `op` (a matmul whose result has rank >= 3, static shapes): the
+    batched BLAS kernel of `session` and `backend` (threads > 1: its entries in parallel on the
+    native pool), with the transposes among `views` read as its transpose flags, and the values
+    it reads (each such transpose's source instead of the transpose). None otherwise (numpy's
+    matmul runs it, as before)."""
+    from fusebind.lowering.blas_ir import GEMMS, MAX_BATCH_DIMS
+
+    elem = _elem(op.results[0])
+    if not isinstance(op, MatmulOp) or elem not in GEMMS:
+        return None
+    shapes = [static_shape(v) for v in (*op.operands, *op.results)]
+    if any(s is None for s in shapes):
+        return None
+    ra, rb, rc = (len(s) for s in shapes)  # type: ignore[arg-type]
+    if rc < 3 or rc > 2 + MAX_BATCH_DIMS or min(ra, rb) < 2 or max(ra, rb) != rc:
+        return None
+    if any(_elem(v) != elem for v in op.operands):
+        return None
+    trans = (op.operands[0] in views, op.operands[1] in views)
+    sources = [v.owner.operands[0] if t else v for v, t in zip(op.operands, trans)]
+    kernel = blas_batched_kernel(elem, (ra, rb, rc), session, backend=backend, trans=trans, threads=threads)
+    return kernel, sources
+
+
 class ColumnMajorRetry:
     """The second try of a BLAS matmul step whose thunk refused its operands: an operand that is
     column-major (`w.T` passed as an argument, or captured from numpy) is the transpose of a
@@ -124,4 +151,4 @@ def column_major_retry(op: Any, kernel: Any, session: Any, backend: Any) -> Colu
     return ColumnMajorRetry(elem, session, backend, tuple(out_shape))
 
 
-__all__ = ["ColumnMajorRetry", "blas_transposed", "column_major_retry", "transpose_is_view"]
+__all__ = ["ColumnMajorRetry", "blas_batched", "blas_transposed", "column_major_retry", "transpose_is_view"]

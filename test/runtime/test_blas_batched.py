@@ -107,3 +107,28 @@ def test_a_pool_task_calling_blas_runs_it_at_one_thread_and_the_count_comes_back
         assert [s[0] for s in seen1] == [2] * entries and len({s[2] for s in seen1}) == 1
     finally:
         blas_set_threads(before)
+
+
+def test_blas_batched_picks_the_kernel_and_reads_transpose_sources() -> None:
+    """What the plan builder asks (runtime/blas_operands.py): a batched f32 matmul whose B is a
+    transpose only matmuls read gets the `_nt` batched kernel and reads the transpose's source;
+    a 2-D matmul, or an f16 one, gets None (the 2-D BLAS kernel / numpy's matmul run them)."""
+    from fusebind.dialect import parse_module
+    from fusebind.dialect.prim import MatmulOp, TransposeOp
+    from fusebind.runtime.blas_operands import blas_batched, transpose_is_view
+
+    text = """func.func @f(%a: tensor<4x3x5xf32>, %b: tensor<4x2x5xf32>, %h: tensor<4x3x5xf16>, %g: tensor<4x5x2xf16>)
+        -> (tensor<4x3x2xf32>, tensor<4x3x2xf16>) {
+  %bt = prim.transpose %b {perm = [0, 2, 1]} : tensor<4x2x5xf32> -> tensor<4x5x2xf32>
+  %r = prim.matmul %a, %bt : (tensor<4x3x5xf32>, tensor<4x5x2xf32>) -> tensor<4x3x2xf32>
+  %s = prim.matmul %h, %g : (tensor<4x3x5xf16>, tensor<4x5x2xf16>) -> tensor<4x3x2xf16>
+  func.return %r, %s : tensor<4x3x2xf32>, tensor<4x3x2xf16>
+}
+"""
+    ops = list(parse_module(text).walk())
+    (tr,) = [o for o in ops if isinstance(o, TransposeOp)]
+    mm, half = [o for o in ops if isinstance(o, MatmulOp)]
+    assert transpose_is_view(tr)
+    kernel, sources = blas_batched(mm, {tr.results[0]}, SESSION, None, 2)
+    assert kernel.source == "blas:bsgemm_nt" and sources == [mm.operands[0], tr.operands[0]]
+    assert blas_batched(half, set(), SESSION, None, 2) is None
