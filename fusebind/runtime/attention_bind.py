@@ -32,6 +32,7 @@ from fusebind.dialect.prim import ConstantOp
 from fusebind.dialect.types import elem_of, numpy_dtype, shape_of
 from fusebind.lowering.backend import DEFAULT_BACKEND
 from fusebind.runtime.attention import AttentionArgs, MaskPlans, attention
+from fusebind.runtime.attention_native import NativeAttention
 from fusebind.runtime.dtypes import DType, KernelSignature
 from fusebind.lowering.abi import memref_descriptor
 from fusebind.runtime.kernel import Kernel
@@ -190,6 +191,7 @@ def attention_region_kernel(region: Any, backend: Any = None, session: Session |
 
     scratch = _Scratch()
     plans = _Plans()
+    native = NativeAttention()
 
     perms = form.perms
     out_view = None if form.out_perm is None else tuple(sorted(range(out_rank), key=form.out_perm.__getitem__))
@@ -202,10 +204,11 @@ def attention_region_kernel(region: Any, backend: Any = None, session: Session |
         if out_view is not None:  # the absorbed transpose of the result: write through its inverse
             out = out.transpose(out_view)
         mask = arrays[mask_arg] if mask_arg is not None else mask_const
-        attention(q, kt, v, out,
-                  AttentionArgs(scale, form.mask_kind, mask, fill), softmax, scratch, plans.cache)
+        call = AttentionArgs(scale, form.mask_kind, mask, fill)
+        if not native.run(q, kt, v, out, call, plans.cache):  # f64, additive or per-head masks, ...
+            attention(q, kt, v, out, call, softmax, scratch, plans.cache)
 
-    kernel = Kernel.from_python(run, signature=signature, source="attention:tiled")
+    kernel = Kernel.from_python(run, signature=signature, source="attention:native")
     return kernel, compose_region_cost(region, machine or MachineModel.default())
 
 

@@ -68,7 +68,7 @@ def test_traced_attention_is_one_tiled_region(fn, extra) -> None:
     _check(y, fn(*args))
     text = f.explain(*args)
     assert [r for r in _regions(text) if r.startswith("attention_")], text
-    assert "attention:tiled" in text and "chosen: fused" in text, text
+    assert "attention:native" in text and "chosen: fused" in text, text
     assert re.search(r"^region @attention_\w+ .*prim\.transpose, prim\.matmul", text, re.M), text  # k's swapaxes
 
 
@@ -76,7 +76,7 @@ def test_f64_runs_the_tiled_kernel() -> None:
     args = _inputs(np.float64)
     f = fb.jit(causal_attention)
     _check(f(*args), causal_attention(*args), np.float64)
-    assert "attention:tiled" in f.explain(*args)
+    assert "attention:native" in f.explain(*args)
 
 
 def test_f16_is_not_matched_and_fuses_as_before() -> None:
@@ -117,7 +117,7 @@ def test_without_the_kernel_the_region_runs_unfused(monkeypatch) -> None:
     _check(f(*args), causal_attention(*args))
     text = f.explain(*args)
     assert "attention kernel switched off for this test" in text, text
-    assert "attention:tiled" not in text
+    assert "attention:native" not in text
 
 
 def test_the_onnx_expanded_block_reaches_the_kernel() -> None:
@@ -136,7 +136,7 @@ def test_the_onnx_expanded_block_reaches_the_kernel() -> None:
     ref = ReferenceEvaluator(model).run(None, {"tokens": tokens})[0]
     assert np.max(np.abs(y - ref)) / np.max(np.abs(ref)) < 1e-5
     text = f.explain(tokens)
-    assert "attention:tiled" in text, text
+    assert "attention:native" in text, text
     body = re.search(r"^region @attention_keep \(FusedOpId \d+\): \d+ ops \[(.*)\]$", text, re.M)
     assert body is not None, text
     # q, k, v head transposes and the output's: strided views the kernel reads and writes, no copies
@@ -149,4 +149,4 @@ def test_below_the_crossover_the_rule_leaves_attention_to_the_other_rules(monkey
     f = fb.jit(plain_attention)
     _check(f(*args), plain_attention(*args))
     text = f.explain(*args)
-    assert not [r for r in _regions(text) if r.startswith("attention_")] and "attention:tiled" not in text, text
+    assert not [r for r in _regions(text) if r.startswith("attention_")] and "attention:native" not in text, text
