@@ -6,5 +6,6 @@ the `FusePass` subclass it serves with those (`fusion_passes.FuseServices`)."""
 from fusebind.compiler.gather_sinking import SinkGathersPass
 from fusebind.compiler.passes import StripFusedPass, VerifyPass
 from fusebind.compiler.strength import StrengthReducePass
+from fusebind.compiler.tree_reduce import TreeReducePass
 
-PASSES = (VerifyPass, StripFusedPass, StrengthReducePass, SinkGathersPass)
+PASSES = (VerifyPass, StripFusedPass, StrengthReducePass, SinkGathersPass, TreeReducePass)

@@ -64,6 +64,7 @@ from fusebind.compiler.regions import MAX_INLINED_CONSTANT_ELEMENTS, build_regio
 from fusebind.compiler.rules import ALL_RULES, Rule, capability_gated_rules
 from fusebind.compiler.gather_sinking import sink_gathers
 from fusebind.compiler.strength import strength_reduce
+from fusebind.compiler.tree_reduce import tree_reduce
 
 __all__ = [
     "MAX_INLINED_CONSTANT_ELEMENTS",
@@ -132,6 +133,7 @@ def optimize_graph(module: ModuleOp, ctx: OptimizationContext, *,
     out = module.clone()
     strength_reduce(out)
     sink_gathers(out)
+    tree_reduce(out)  # before fusion: the inner stage must become a region of its own
     if rules is None:
         active, gated = capability_gated_rules(ctx.has_kernel)
         gated_static = set(gated)

@@ -198,15 +198,37 @@ def test_layer_norm_rows_of_a_long_length(n: int, object_cache: ObjectCache) -> 
 def test_row_splitting_over_threads_keeps_every_row_sum(object_cache: ObjectCache) -> None:
     """The executor splits large regions along axis 0 only when no reduction crosses it, so a
     row's blocks all run in one chunk: softmax on two threads equals softmax on one, bit for bit.
-    A full reduction is never split (its output is one value)."""
+    A full reduction runs as its fixed tree (compiler/tree_reduce.py) at any thread count, so it
+    is bitwise the same on two threads too."""
     x = data("normal", (1024, 1024))
     one = fb.jit(lambda a: fb.softmax(a, axis=-1), cache=object_cache, threads=1)
     two = fb.jit(lambda a: fb.softmax(a, axis=-1), cache=object_cache, threads=2)
     np.testing.assert_array_equal(one(x), two(x))
     assert "split over 2 threads" in two.explain(x)
-    full = fb.jit(lambda a: fb.exp(a).sum(), cache=object_cache, threads=2)
-    full(x)
-    assert "split over" not in full.explain(x)
+    full = [fb.jit(lambda a: fb.exp(a).sum(), cache=object_cache, threads=t) for t in (1, 2)]
+    np.testing.assert_array_equal(full[0](x), full[1](x))
+    assert "tensor<16x64x1024xf32>" in str(full[1].optimized(x))  # 64 rows a chunk, 16 chunks
+
+
+# ---------------------------------------------------------------------------------- the fixed tree
+
+#: not multiples of the tree's chunk (TREE_CHUNK_ELEMS = 2^16): a ragged tail; 2^22 + 3 when long
+TREE_SIZES = [(1 << 18) + 1, 3 * (1 << 16) + 7777 + (1 << 16)] + ([(1 << 22) + 3] if LONG else [])
+
+
+@pytest.mark.parametrize("n", TREE_SIZES)
+def test_tree_reductions_are_within_the_bound(n: int, object_cache: ObjectCache) -> None:
+    """Sums and means over axis 0 through the fixed tree (inner chunk sums rounded once, f32
+    partials combined in f64): the bound against an f64 pairwise reference, on every data kind,
+    for full sums, means and column sums (n // 16 rows of 16, and a tail of rows)."""
+    for name in ("sum", "mean", "column sums", "column means"):
+        fn, shape_of, axis, mean = REDUCTIONS[name]
+        f = fb.jit(fn, cache=object_cache)
+        for kind in KINDS:
+            x = data(kind, shape_of(n))
+            got = f(x)
+            assert got.dtype == np.float32
+            check_sums(got[0] if name == "column means" else got, x, axis, f"tree {name} n={n} {kind}", mean)
 
 
 # ---------------------------------------------------------------------------------- remainders, dtypes, edges
