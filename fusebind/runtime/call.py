@@ -233,9 +233,23 @@ class KernelCall:
         self._fn = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * n_args))(kernel.address)
         out_numel = int(np.prod(out_shapes[0])) if out_shapes else 0
         lead = out_shapes[0][0] if out_shapes and out_shapes[0] else 0
-        self.chunks = 1
-        if splittable and threads > 1 and out_numel >= PY_SPLIT_THRESHOLD and lead >= threads:
-            self.chunks = threads
+        self.chunks = self.splits = 1
+        self._native: Any = None
+        workers = None
+        if splittable and threads > 1 and lead > 1 and out_numel >= SPLIT_THRESHOLD:
+            workers = self.pool(threads)
+            if not hasattr(workers, "run_address"):  # the Python pool: only from its own threshold
+                workers = None
+                if out_numel >= PY_SPLIT_THRESHOLD and lead >= threads:
+                    self.chunks = self.splits = threads
+        if workers is not None:  # the native pool: chunks fixed by the size, one parallel-for call
+            tasks = split_tasks(out_numel, lead)
+            width = min(threads, workers.threads, tasks)
+            if width > 1 and tasks > 1:
+                self._native = self._native_split(kernel, in_shapes, out_shapes, broadcast_inputs_to, lead, tasks,
+                                                  workers, width)
+                if self._native is not None:
+                    self.splits = width
         self._sets: list[tuple[list[_Operand], tuple[int, ...], list[int]]] = []
         bounds = [lead * c // self.chunks for c in range(self.chunks + 1)] if self.chunks > 1 else [0, lead]
         for c in range(self.chunks):
@@ -262,8 +276,39 @@ class KernelCall:
         self._ops0, self._addrs0, _ = self._sets[0]
         self._lock = threading.Lock()
 
+    def _native_split(self, kernel: Kernel, in_shapes: Sequence[Shape], out_shapes: Sequence[Shape],
+                      broadcast_to: Shape | None, lead: int, tasks: int, pool: Any, width: int) -> Any:
+        """The call as one parallel-for on the native pool (split_call.py), or None when its
+        task cannot be built here (the call then runs whole on this thread)."""
+        from fusebind.runtime.split_call import NativeSplit
+        from fusebind.runtime.thunk import ThunkUnavailable
+
+        sig = kernel.signature
+        sizes, strides = [], []
+        for shape in in_shapes:
+            if broadcast_to is not None:
+                sizes.append(list(broadcast_to))
+                strides.append(_broadcast_strides(shape, broadcast_to))
+            else:
+                sizes.append(list(shape))
+                strides.append(_contiguous_strides(shape))
+        for shape in out_shapes:
+            sizes.append(list(shape))
+            strides.append(_contiguous_strides(shape))
+        itemsizes = [d.itemsize for d, _ in (*sig.inputs, *sig.outputs)]
+        try:
+            return NativeSplit(kernel, sizes, strides, itemsizes, lead, tasks, pool, width, self.status)
+        except ThunkUnavailable:
+            return None
+
     def __call__(self, arrays: Sequence[np.ndarray]) -> None:
         """Run on `arrays` (inputs then outputs, already validated)."""
+        native = self._native
+        if native is not None:
+            statuses = native(arrays)
+            if statuses is not None:
+                self._check(list(statuses), arrays)
+            return
         if self.chunks == 1:
             status = new_status() if self.status else None
             with self._lock:  # descriptors are shared state: one call at a time
@@ -285,9 +330,7 @@ class KernelCall:
                 for op, base, off in zip(ops, [*bases, *(s.ctypes.data for s in statuses[c:c + 1])], offsets):
                     op.ptrs[0] = base + off
                     op.ptrs[1] = base + off
-            pool = self.pool(self.chunks)
-            if not hasattr(pool, "submit"):  # the native pool runs thunk calls only: this path uses Python threads
-                pool = split_pool(self.chunks)
+            pool = self.pool(self.chunks)  # (the Python pool: a native one runs `_native` instead)
             futures = [pool.submit(self._fn, *addrs) for _, addrs, _ in self._sets[1:]]
             self._fn(*self._addrs0)
             for f in futures:

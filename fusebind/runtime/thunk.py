@@ -60,7 +60,8 @@ import numpy as np
 from fusebind.dialect.errors import FusebindError, FusebindValueError
 from fusebind.runtime.dtypes import KernelSignature
 from fusebind.runtime.session import default_session
-from fusebind.runtime.thunk_ir import _NAMES, ANY_DIM, PLAIN_HEAD, _type_num, thunk_ir  # noqa: F401 (re-exported)
+from fusebind.runtime.thunk_ir import (_NAMES, ANY_DIM, PLAIN_HEAD, _type_num,  # noqa: F401 (re-exported)
+                                       descriptor_task_ir, thunk_ir)
 
 
 class ThunkUnavailable(FusebindError, RuntimeError):
@@ -104,14 +105,15 @@ class CallThunk:
         return new(ctypes.addressof(self.method_def), ctx, keepalive)
 
 
-def _thunk_object(signature: KernelSignature, parallel: tuple[int, ...] | None = None) -> bytes:
-    """Object code of the thunk, through the on-disk object cache (a new
-    process reuses it: ~0.3 ms to link instead of ~9 ms to compile)."""
+def _thunk_object(signature: KernelSignature | None, parallel: tuple[int, ...] | None = None,
+                  text: str | None = None) -> bytes:
+    """Object code of the thunk (or of the IR `text`, whose symbol is fb_thunk too), through the
+    on-disk object cache (a new process reuses it: ~0.3 ms to link instead of ~9 ms to compile)."""
     from fusebind.lowering.build import target_key_parts
     from fusebind.lowering.cache import CachedObject, cache_key, default_cache
     from fusebind.lowering.codegen import compile_llvm_ir
 
-    text = thunk_ir(signature, parallel=parallel)
+    text = thunk_ir(signature, parallel=parallel) if text is None else text  # type: ignore[arg-type]
     cache = default_cache()
     key = cache_key(kind="call-thunk", text=text, **target_key_parts()) if cache.enabled else None
     if key is not None:
@@ -161,6 +163,30 @@ def thunk_for(signature: KernelSignature, parallel: Sequence[int] | None = None)
             thunk = CallThunk(signature, loaded.address, mdef, loaded)
             thunks[key] = thunk
     return thunk
+
+
+def descriptor_task(n_args: int) -> int:
+    """The address of the pool task over prepared descriptors of `n_args` operands
+    (`descriptor_task_ir`; compiled once per arity and process). ThunkUnavailable when it
+    cannot be built here."""
+    tasks = default_session().slot("descriptor-tasks", dict)
+    address = tasks.get(n_args)
+    if address is not None:
+        return address
+    with _THUNKS_LOCK:
+        address = tasks.get(n_args)
+        if address is None:
+            from fusebind.runtime.loader import load_object
+
+            try:
+                code = _thunk_object(None, text=descriptor_task_ir(n_args, "fb_thunk"))
+                loaded = load_object(code, "fb_thunk", lasting=True)
+            except FusebindError as exc:
+                raise ThunkUnavailable(f"could not build the descriptor task of {n_args} operands: "
+                                       f"{type(exc).__name__}: {exc}") from exc
+            tasks[("keep", n_args)] = loaded  # (the code lives as long as the process)
+            address = tasks[n_args] = loaded.address
+    return address
 
 
 class ThunkCall:
@@ -280,5 +306,6 @@ class ParallelThunkCall:
 #: the pool's claim word holds task indices in 20 bits (pool.py MAX_TASKS)
 MAX_CHUNKS = (1 << 20) - 1
 
-__all__ = ["ANY_DIM", "CallThunk", "MAX_CHUNKS", "ParallelThunkCall", "ThunkCall", "ThunkUnavailable", "thunk_for",
+__all__ = ["ANY_DIM", "CallThunk", "MAX_CHUNKS", "ParallelThunkCall", "ThunkCall", "ThunkUnavailable", "descriptor_task",
+           "thunk_for",
            "thunk_ir"]

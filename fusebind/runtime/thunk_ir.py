@@ -365,4 +365,17 @@ def _task_ir(operands: Sequence[Any], blocks: Sequence[int], name: str) -> list[
     return out
 
 
-__all__ = ["ANY_DIM", "PLAIN_HEAD", "thunk_ir"]
+def descriptor_task_ir(n_args: int, name: str = "fb_desc_task") -> str:
+    """LLVM IR of a pool task (pool.py) over prepared memref descriptors: `task(env, c)` calls
+    the kernel `env[0]` with the `n_args` descriptor addresses `env[1 + c*n_args ...]` (the
+    descriptors of chunk c, split_call.py). One per arity, any kernel of it."""
+    lines = [f"define void @{name}(ptr %env, i64 %c) {{", "entry:", "  %kfn = load ptr, ptr %env",
+             f"  %row = mul i64 %c, {n_args}", "  %first = add i64 %row, 1"]
+    for k in range(n_args):
+        lines += [f"  %i{k} = add i64 %first, {k}", f"  %p{k} = getelementptr i64, ptr %env, i64 %i{k}",
+                  f"  %a{k} = load ptr, ptr %p{k}"]
+    lines += [f"  call void %kfn({', '.join(f'ptr %a{k}' for k in range(n_args))})", "  ret void", "}"]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["ANY_DIM", "PLAIN_HEAD", "descriptor_task_ir", "thunk_ir"]
