@@ -8,9 +8,11 @@ it is available): the memref descriptors of one kernel call are built once
 pointers and makes the foreign call. Broadcast operands of static
 elementwise kernels get stride-0 dims in their descriptors (no views are
 made). Large splittable calls (elementwise over a leading axis, with a
-kernel compiled for dynamic shapes) are cut into chunks along axis 0 and run
-on a Python thread pool (ctypes releases the GIL during the call); the thunk
-path (steps.py) runs them on the native pool (pool.py) instead.
+kernel compiled for dynamic shapes) are cut into `split_tasks` chunks along
+axis 0 and run as one parallel-for on the native pool (pool.py, through
+split_call.py's `NativeSplit`), as the thunk path (steps.py) runs its own;
+only where there is no native pool do they run on the Python thread pool
+(`threads` chunks, from PY_SPLIT_THRESHOLD; ctypes releases the GIL).
 
 An ABI v2 kernel (`signature.status`) gets one more descriptor per chunk, its
 status: each call points it at a fresh zeroed array, and a set status raises

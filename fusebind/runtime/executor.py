@@ -216,7 +216,7 @@ class Executor:
             if result is not None:
                 return result
         arrays = [a if type(a) is np.ndarray else np.asarray(a) for a in args]
-        return self.run_signature(tuple((a.shape, a.dtype) for a in arrays), arrays, out)
+        return self.run_signature(tuple([(a.shape, a.dtype) for a in arrays]), arrays, out)
 
     def run_signature(self, sig: Any, arrays: list[np.ndarray], out: Any = None) -> Any:
         """Run with a precomputed signature key `((shape, dtype), ...)`;

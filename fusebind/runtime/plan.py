@@ -109,7 +109,8 @@ class Plan:
             results = [env[s] for s in self.result_slots]
             # copies happen under the lock: a copied value may live in a buffer of this plan
             if outs is None:
-                return [np.array(o, copy=True) if c else np.asarray(o) for o, c in zip(results, self.copy_results)]
+                return [np.array(o, copy=True) if c else o if type(o) is np.ndarray else np.asarray(o)
+                        for o, c in zip(results, self.copy_results)]
             final = []
             for r, c, o, d in zip(results, self.copy_results, outs, dests):
                 if o is None:

@@ -241,22 +241,26 @@ class ThunkStep:
                     self.splits, self.tasks = width, tasks
             elif out_numel >= PY_SPLIT_THRESHOLD and lead >= threads:
                 self.chunks = self.splits = self.tasks = threads
+        #: the raw thunk when a call is just it (whole, no status): `plain(*ins, *outs)` runs the
+        #: kernel, or returns None for operands it refuses (then call the step, which converts)
+        self.plain = self.thunk.function if self.par is None and not self.status and self.chunks == 1 else None
         self.bounds = [lead * c // self.chunks for c in range(self.chunks + 1)]
         if self.chunks > 1:  # chunks: any leading size
             self.chunk_thunk = ThunkCall(target, [(ANY_DIM, *s[1:]) for s in (*in_shapes, *out_shapes)] + extra)
 
     def __call__(self, ins: list[Any], outs: list[np.ndarray]) -> None:
+        plain = self.plain
+        if plain is not None:
+            if plain(*ins, *outs) is None:  # e.g. a non-contiguous input
+                if plain(*(contig(np.asarray(a)) for a in ins), *outs) is None:
+                    raise FusebindInternalError(f"fusebind internal error: the call thunk refused validated operands "
+                                                f"{[(np.asarray(a).dtype, np.shape(a)) for a in ins]}")
+            return
         if self.par is not None:
             self._call_parallel(ins, outs)
             return
         if self.status:
             self._call_checked(ins, outs)
-            return
-        if self.chunks == 1:
-            if self.thunk.function(*ins, *outs) is None:  # e.g. a non-contiguous input
-                if self.thunk.function(*(contig(np.asarray(a)) for a in ins), *outs) is None:
-                    raise FusebindInternalError(f"fusebind internal error: the call thunk refused validated operands "
-                                       f"{[(np.asarray(a).dtype, np.shape(a)) for a in ins]}")
             return
         self._call_split(ins, outs, [])
 
@@ -325,7 +329,7 @@ class DescriptorStep:
 
     def __init__(self, call: KernelCall) -> None:
         self.call = call
-        self.chunks = self.splits = call.chunks
+        self.chunks, self.splits = call.chunks, call.splits
 
     def __call__(self, ins: list[Any], outs: list[np.ndarray]) -> None:
         self.call([*(contig(np.asarray(a)) for a in ins), *outs])
