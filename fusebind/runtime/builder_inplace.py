@@ -103,8 +103,10 @@ def variant_call(region: Any, inplace: tuple[int, int], kernel: Any, canonical: 
     if variant is None:
         return None
     decision.reason += " (its in-place kernel variant)"
-    return fused_call(region, variant, splittable, options.threads, runtime_backend(options.backend).split_pool,
+    call = fused_call(region, variant, splittable, options.threads, runtime_backend(options.backend).split_pool,
                       notes)
+    decision.splits = call.splits
+    return call
 
 
 def fused_call(region: Any, kernel: Any, splittable: bool, threads: int, pool: Any, notes: list[str]) -> Any:
