@@ -185,3 +185,4 @@ def test_variant_of_a_value_read_many_times_is_one_loop_with_no_temporary_and_sa
     x = (y + bias).astype(np.float64)
     np.testing.assert_allclose(got, 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3))),
                                rtol=1e-5, atol=1e-6)
+
