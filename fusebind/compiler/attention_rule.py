@@ -44,11 +44,13 @@ RULE_NAME = "attention"
 #: element types the kernel computes (numpy's own f32 / f64 matmul, exp and reductions)
 ATTENTION_ELEMENTS = ("f32", "f64")
 
-#: the crossover: scores per head (Sq * Sk) from which the tiled kernel is proposed. Measured on
-#: one core (8 heads, D=64, f32, min of interleaved calls, the unfused arm's time over the
-#: kernel's): causal 0.81-1.03x at S=128 (the kernel's per-call work, ~0.25 ms, is a third of
-#: it), 1.08-1.28x at S=256, 1.6-1.7x at 512, 4.4x at 2048; no mask 1.01x at 512, 1.17x at 2048
-MIN_SCORES = 256 * 256
+#: the crossover: scores per head (Sq * Sk) from which the attention kernel is proposed. With the
+#: native kernel (runtime/attention_native.py), measured on one pinned core (B=2, H=4, D=64, f32,
+#: median of interleaved calls, process CPU time, load ~9; the unfused arm's time over the
+#: kernel's): S=128 0.96x without a mask, 1.24x causal; the 2-D T=256 block 1.17x; larger S wins
+#: more (the scores never leave the cache). Below 128 x 128 the per-call cost (~50-100 us) is
+#: most of the work.
+MIN_SCORES = 128 * 128
 
 
 @dataclass(frozen=True)

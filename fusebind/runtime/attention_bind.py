@@ -100,8 +100,12 @@ def _array(ptr: Any, dtype: np.dtype, rank: int) -> np.ndarray:
                                        f"{tuple(d.strides[:rank])} for shape {shape})")
     if not count:
         return np.empty(shape, dtype)
-    address = (ctypes.cast(d.aligned, ctypes.c_void_p).value or 0) + int(d.offset) * dtype.itemsize
-    return np.asarray(_View(address, shape, dtype.str))
+    return np.asarray(_View(_address(d, dtype), shape, dtype.str))
+
+
+def _address(d: Any, dtype: np.dtype) -> int:
+    """The address of a descriptor's first element (what `_array` views)."""
+    return (ctypes.cast(d.aligned, ctypes.c_void_p).value or 0) + int(d.offset) * dtype.itemsize
 
 
 class _BlockSoftmax:
@@ -205,7 +209,11 @@ def attention_region_kernel(region: Any, backend: Any = None, session: Session |
             out = out.transpose(out_view)
         mask = arrays[mask_arg] if mask_arg is not None else mask_const
         call = AttentionArgs(scale, form.mask_kind, mask, fill)
-        if not native.run(q, kt, v, out, call, plans.cache):  # f64, additive or per-head masks, ...
+        # a transpose keeps the first element: q, kT, v and out start where their descriptors do
+        addresses = tuple(_address(ptrs[i].contents, dt) for i, dt in ((qi, types[qi][0]), (ki, types[ki][0]),
+                                                                      (vi, types[vi][0]), (-1, out_dtype)))
+        if not native.run(q, kt, v, out, call, plans.cache, constant_mask=mask_const is not None,
+                          addresses=addresses):  # f64, additive or per-head masks, ...
             attention(q, kt, v, out, call, softmax, scratch, plans.cache)
 
     kernel = Kernel.from_python(run, signature=signature, source="attention:native")

@@ -235,21 +235,38 @@ class NativeAttention:
         return plan
 
     def run(self, q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, args: AttentionArgs,
-            plans: MaskPlans | None = None) -> bool:
-        """Compute the attention into `out` natively (True), or answer False (not covered)."""
+            plans: MaskPlans | None = None, constant_mask: bool = False,
+            addresses: tuple[int, int, int, int] | None = None) -> bool:
+        """Compute the attention into `out` natively (True), or answer False (not covered).
+        `constant_mask`: `args.mask` is the region's constant (its values never change), so the
+        plan is found by layout alone (~100 us less a call than re-planning the mask).
+        `addresses`: the first elements of q, kt, v, out when the caller knows them (each
+        `__array_interface__` costs ~5 us)."""
         if not (q.dtype == kt.dtype == v.dtype == out.dtype == _F32) or q.ndim < 2:
             return False
         if args.scale is not None and args.scale[1] == 0 and args.scale[0] == "div":
             return False
         pool = self.pool if self.pool is not None else _pool()
         width = pool.threads if pool is not None else 1
-        plan = self._plan(q, kt, v, out, args, plans, width)
+        # what depends on layout and constants only (a finite fill's check reads the data)
+        fast = args.mask is None or (constant_mask and args.fill is not None and args.fill == -math.inf)
+        key = (q.shape, kt.shape, v.shape, out.shape, q.strides, kt.strides, v.strides, out.strides, args.scale,
+               args.mask_kind, args.fill, id(args.mask), width) if fast else None
+        fast_plans = self.local.__dict__.setdefault("fast", {})
+        plan = fast_plans.get(key, None) if fast else None
         if plan is None:
+            plan = self._plan(q, kt, v, out, args, plans, width)
+            if fast:
+                if len(fast_plans) > 8:
+                    fast_plans.clear()
+                fast_plans[key] = plan if plan is not None else False
+        if not plan:
             return False
         lib = _lib()
         env = plan.env
-        for name, a in (("q", q), ("kt", kt), ("v", v), ("out", out)):
-            env[ENV[name]] = a.__array_interface__["data"][0]
+        if addresses is None:
+            addresses = tuple(a.__array_interface__["data"][0] for a in (q, kt, v, out))  # type: ignore[assignment]
+        env[ENV["q"]], env[ENV["kt"]], env[ENV["v"]], env[ENV["out"]] = addresses  # type: ignore[misc]
         with blas_threads(1):
             if pool is None or plan.width <= 1:
                 lib.serial(plan.env_address, plan.ntasks)

@@ -151,3 +151,19 @@ def test_fully_masked_rows_through_the_jit_are_numpys_nan(monkeypatch) -> None:
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
     assert "attention:native" in f.explain(q, k, v)
+
+
+def test_a_mask_argument_is_replanned_when_its_values_change(monkeypatch) -> None:
+    monkeypatch.setattr(attention_rule, "MIN_SCORES", 0)
+
+    def masked(q, k, v, keep):
+        s = np.where(keep, q @ np.swapaxes(k, -1, -2) * 0.125, -np.inf)
+        e = np.exp(s - np.max(s, axis=-1, keepdims=True))
+        return e / np.sum(e, axis=-1, keepdims=True) @ v
+
+    q, kt, v = _inputs(6)
+    k = np.ascontiguousarray(kt.swapaxes(-1, -2))
+    f = fb.jit(masked)
+    for keep in (CAUSAL, np.triu(CAUSAL, -40), CAUSAL):
+        np.testing.assert_allclose(f(q, k, v, keep), masked(q, k, v, keep), rtol=1e-4, atol=1e-6)
+    assert "attention:native" in f.explain(q, k, v, CAUSAL)
