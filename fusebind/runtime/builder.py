@@ -487,7 +487,8 @@ class StepBuilder:
                     self.options.failed_fused_arms.add(failed_arm)
                     decision.arm = "arm 0"
                     decision.reason = verify_failed_reason(decision.fused_id)
-        if isinstance(kcall, ThunkStep) and kcall.splits == 1 and not verify:
+        # not an in-place region: its kernel (the variant) must never be called with the caller's arrays
+        if isinstance(kcall, ThunkStep) and kcall.splits == 1 and not verify and inplace is None:
             self.fast_region = (region, kcall.thunk)
         return run_fused
 
