@@ -28,6 +28,7 @@ the plan builder do), or bind anything in a binding table.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from typing import Any
 
 from fusebind.lowering.backend import backend_named
@@ -40,7 +41,11 @@ from fusebind.runtime.call import KernelCall
 from fusebind.runtime.steps import DescriptorStep, GuardedStep, static_shape
 from fusebind.runtime.thunk import ThunkUnavailable
 
-_VARIANTS: dict[tuple[Any, ...], Any] = {}  # (backend, canonical text, types, k, r) -> Kernel | None (refused)
+#: (backend, canonical text, types, k, r) -> Kernel | None (refused), least recently used first.
+#: Bounded, so a long-lived process of many shapes does not grow (RELIABILITY.md); an evicted
+#: kernel stays alive as long as a plan's step holds it.
+_VARIANTS: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+MAX_VARIANTS = 128
 _LOCK = threading.Lock()
 #: in-place variants built (compiled or loaded from the object cache) in this process
 BUILT = [0]
@@ -62,8 +67,11 @@ def inplace_variant(region: Any, k: int, r: int, canonical: str, backend: str, n
     key = (backend, canonical, _types(region), k, r)
     with _LOCK:
         if key in _VARIANTS:
+            _VARIANTS.move_to_end(key)
             return _VARIANTS[key]
         kernel = _VARIANTS[key] = _build(region, k, r, canonical, backend, notes, cache)
+        while len(_VARIANTS) > MAX_VARIANTS:
+            _VARIANTS.popitem(last=False)
         return kernel
 
 

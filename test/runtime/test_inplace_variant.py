@@ -186,3 +186,26 @@ def test_variant_of_a_value_read_many_times_is_one_loop_with_no_temporary_and_sa
     np.testing.assert_allclose(got, 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3))),
                                rtol=1e-5, atol=1e-6)
 
+
+
+def test_the_variant_memo_is_bounded(monkeypatch) -> None:
+    from fusebind.runtime import builder_inplace
+
+    region = next(op for op in parse_module(f"""
+func.func @f(%m: {MN}) -> {MN} {{
+  %r = fused.region @relu id 9 (%m) : ({MN}) -> {MN} {{
+  ^bb0(%x: {MN}):
+    %t = prim.relu %x : {MN} -> {MN}
+    fused.yield %t : {MN}
+  }}
+  func.return %r : {MN}
+}}
+""").walk() if op.name == "fused.region")
+    built: list[str] = []
+    monkeypatch.setattr(builder_inplace, "_build", lambda region, k, r, canonical, *rest: built.append(canonical))
+    monkeypatch.setattr(builder_inplace, "_VARIANTS", builder_inplace.OrderedDict())
+    monkeypatch.setattr(builder_inplace, "MAX_VARIANTS", 2)
+    for canonical in ("a", "b", "a", "c", "a", "b"):
+        builder_inplace.inplace_variant(region, 0, 0, canonical, "cpu", [])
+    assert built == ["a", "b", "c", "b"]  # "a" kept (recently used), "b" evicted by "c", built again
+    assert len(builder_inplace._VARIANTS) == 2
