@@ -96,13 +96,20 @@ def _load(t: str, arg: str, p: str, transposed: bool = False, rank: int = 2) -> 
   %{p}.ld = call i64 @llvm.smax.i64(i64 %{p}.ld.s, i64 1)"""
 
 
-def blas_thunk_ir(elem: str, gemm_address: int, name: str, trans: tuple[bool, bool] = (False, False)) -> str:
+def blas_thunk_ir(elem: str, gemm_address: int, name: str, trans: tuple[bool, bool] = (False, False),
+                  gate: tuple[int, int, int] | None = None) -> str:
     """LLVM IR of `_mlir_ciface_<name>(A*, B*, C*)`: reads the three rank-2 memref
     descriptors and calls cblas_?gemm(RowMajor, tA, tB, M, N, K, 1, A, lda, B, ldb, 0, C, ldc)
     at `gemm_address`. A transposed (column-unit-stride) operand is passed as Trans; others
     need a unit inner stride. `trans` (for A, B): the thunk computes op(A) @ op(B) with op the
-    transpose where set, the descriptor holding the untransposed array (`_load`)."""
+    transpose where set, the descriptor holding the untransposed array (`_load`).
+    `gate` (enter, leave addresses, n): the gemm runs between enter(n) and leave(n) of the BLAS
+    thread gate (`blas_gate_ir`): at most n BLAS threads, fewer when another open request asks."""
     t = GEMMS[elem].ctype
+    enter = leave = ""
+    if gate is not None:
+        enter = f"  %genter = inttoptr i64 {gate[0]} to ptr\n  call void %genter(i32 {gate[2]})"
+        leave = f"  %gleave = inttoptr i64 {gate[1]} to ptr\n  call void %gleave(i32 {gate[2]})"
     return f"""declare i64 @llvm.smax.i64(i64, i64)
 
 define void @_mlir_ciface_{name}(ptr %a, ptr %b, ptr %c) {{
@@ -111,7 +118,9 @@ define void @_mlir_ciface_{name}(ptr %a, ptr %b, ptr %c) {{
 {_load(t, "c", "C")}
   %fn = inttoptr i64 {gemm_address} to ptr
   %ldc = call i64 @llvm.smax.i64(i64 %C.d1, i64 1)
+{enter}
   call void %fn(i32 101, i32 %A.trans, i32 %B.trans, i64 %A.d0, i64 %B.d1, i64 %A.d1, {t} 1.0, ptr %A.ptr, i64 %A.ld, ptr %B.ptr, i64 %B.ld, {t} 0.0, ptr %C.ptr, i64 %ldc)
+{leave}
   ret void
 }}
 """
@@ -279,8 +288,9 @@ done:
 def blas_gate_ir(get_address: int, set_address: int, max_threads: int = 64) -> str:
     """LLVM IR of the process's BLAS thread gate: `fb_blas_gate_api(out)` writes the addresses of
     `enter(i32 n)` and `leave(i32 n)` to out[0], out[1]. While any enter(n) is not yet left, in any
-    thread, OpenBLAS runs at the smallest such n (clamped to 1..`max_threads`); the last leave
-    restores the count the first enter found. State: a spin lock, the open count, the saved
+    thread, OpenBLAS runs at the smallest such n (clamped to 1..`max_threads`), never above the
+    count the first enter found (OpenBLAS's own: the CPUs it may use); the last leave restores
+    that count. State: a spin lock, the open count, the saved
     count and one counter per n, in one internal global; the BLAS get/set are called under the
     lock so two threads never interleave them."""
     slots = max_threads + 4  # 0 lock, 1 open, 2 saved, 3.. counts[n] at 3 + n
@@ -316,11 +326,11 @@ define internal void @apply() {{
 entry:
   %openp = getelementptr {g}, ptr @st, i64 0, i64 1
   %open = load i32, ptr %openp
+  %svp = getelementptr {g}, ptr @st, i64 0, i64 2
+  %sv = load i32, ptr %svp
   %none = icmp eq i32 %open, 0
   br i1 %none, label %saved, label %scan
 saved:
-  %svp = getelementptr {g}, ptr @st, i64 0, i64 2
-  %sv = load i32, ptr %svp
   br label %set
 scan:
   %n = phi i32 [1, %entry], [%n1, %next]
@@ -335,7 +345,9 @@ next:
   %n1 = add i32 %n, 1
   br label %scan
 set:
-  %want = phi i32 [%sv, %saved], [%n, %scan]
+  %want0 = phi i32 [%sv, %saved], [%n, %scan]
+  %above = icmp sgt i32 %want0, %sv
+  %want = select i1 %above, i32 %sv, i32 %want0
   %get = inttoptr i64 {get_address} to ptr
   %now = call i32 %get()
   %same = icmp eq i32 %now, %want
@@ -513,13 +525,17 @@ def trans_suffix(trans: tuple[bool, bool]) -> str:
     return "" if not any(trans) else "_" + "".join("t" if t else "n" for t in trans)
 
 
-def compile_blas_thunk(elem: str, gemm_address: int, trans: tuple[bool, bool] = (False, False)) -> tuple[bytes, str]:
+def compile_blas_thunk(elem: str, gemm_address: int, trans: tuple[bool, bool] = (False, False),
+                       gate: tuple[int, int, int] | None = None) -> tuple[bytes, str]:
     """(object code, exported symbol) of the `elem` thunk calling the gemm at `gemm_address`;
-    `trans`: which operands it reads transposed (blas_thunk_ir)."""
+    `trans`: which operands it reads transposed; `gate`: f32/f64 only (blas_thunk_ir)."""
     from fusebind.lowering.codegen import compile_llvm_ir
 
     gemm = BLAS_GEMMS[elem]
-    name = f"fb_blas_{gemm.short}{trans_suffix(trans)}"
+    name = f"fb_blas_{gemm.short}{trans_suffix(trans)}" + (f"_g{gate[2]}" if gate is not None else "")
     entry = f"_mlir_ciface_{name}"
-    make = narrow_blas_thunk_ir if elem in NARROW else blas_thunk_ir
-    return compile_llvm_ir(make(elem, gemm_address, name, tuple(trans)), entry), entry
+    if elem in NARROW:
+        ir = narrow_blas_thunk_ir(elem, gemm_address, name, tuple(trans))
+    else:
+        ir = blas_thunk_ir(elem, gemm_address, name, tuple(trans), gate)
+    return compile_llvm_ir(ir, entry), entry

@@ -8,13 +8,20 @@ object code is valid in this process only and is never cached. Also owns
 `StaticKernelError` (static_kernels.py re-exports it).
 
 Also owns the BLAS thread count (`blas_get_threads`, `blas_set_threads`,
-`blas_threads`): OpenBLAS's pthreads server is process-global, so a request
-is arbitrated, not just set. While any `blas_threads(n)` blocks are open in
-any thread, OpenBLAS runs at the smallest `n` of them (a pool task asking for
-1 is never overridden by a lone step asking for 2 at the same time: the cores
-are never oversubscribed); when the last one closes, the count the process
-had before the first one opened is restored. Why min and not a stack: the
-blocks of different threads close in any order.
+`blas_threads`, `blas_gate`): OpenBLAS's pthreads server is process-global,
+so a request is arbitrated, not just set. While any request is open in any
+thread (a `blas_threads(n)` block, a batched matmul's parallel job asking
+for 1, a 2-D kernel made with `threads=n` during its gemm), OpenBLAS runs at
+the smallest n of them, never above the count in force when the first
+opened; when the last one closes, that count is restored. So a pool task's 1
+is never overridden by a lone step's 2 at the same time: the cores are never
+oversubscribed. Why min and not a stack: requests of different threads close
+in any order. Why native (lowering/blas_ir.py `blas_gate_ir`): the thunks
+open and close requests without the GIL; Python's blocks use the same gate.
+
+`blas_batched_kernel`: the batched (rank >= 3) f32/f64 matmul, one native
+call looping over numpy-broadcast batch entries, in parallel on the native
+pool (runtime/pool.py) when threads > 1 and the batch is big enough.
 
 Must not: import runtime/backend.py (the backend reaches this module, not back).
 """
@@ -31,7 +38,7 @@ from typing import Any
 
 from fusebind.dialect.errors import FusebindError, FusebindValueError
 from fusebind.lowering.backend import DEFAULT_BACKEND
-from fusebind.lowering.blas_ir import BLAS_GEMMS, compile_blas_thunk, trans_suffix
+from fusebind.lowering.blas_ir import BLAS_GEMMS, GEMMS, compile_blas_thunk, trans_suffix
 from fusebind.runtime.dtypes import DType, KernelSignature
 from fusebind.runtime.kernel import Kernel
 from fusebind.runtime.session import Session, default_session
@@ -148,7 +155,8 @@ def blas_set_threads(n: int) -> int:
 @contextmanager
 def blas_threads(n: int) -> Iterator[int]:
     """Run the block with OpenBLAS at most `n` threads (fewer when another open block, in any
-    thread or in a batched matmul's parallel job, asked for fewer; n above 64 counts as 64);
+    thread or in a batched matmul's parallel job, asked for fewer; never more than the count
+    in force when the first block opened: OpenBLAS's own, the CPUs it may use);
     yields the count in force on entry. Thread-safe; the count before the first open block is
     restored when the last one closes."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
@@ -167,22 +175,33 @@ def blas_threads(n: int) -> Iterator[int]:
 _blas_lock = threading.Lock()
 
 
-def blas_matmul_kernel(elem: str, session: Session | None = None, *,
-                       backend: Any = None, trans: tuple[bool, bool] = (False, False)) -> Kernel:
+def blas_matmul_kernel(elem: str, session: Session | None = None, *, backend: Any = None,
+                       trans: tuple[bool, bool] = (False, False), threads: int | None = None) -> Kernel:
     """The BLAS matmul kernel for f32/f64 (f16/bf16: widened to f32, sgemm, rounded once), one per session (None: the default one) and
     backend (a RuntimeBackend, which loads it; None: the default one). Its thunk (lowering/blas_ir.py)
     embeds the gemm's address in this process, so it is not cached. `trans` (for A, B): the kernel
     computes op(A) @ op(B), op the transpose where set, from the untransposed arrays: the gemm's
-    transpose flag, no copy (the executor passes `w` for a `w.T` operand, builder.py)."""
+    transpose flag, no copy (the executor passes `w` for a `w.T` operand, builder.py).
+    `threads` (f32/f64): each call runs its gemm inside the BLAS thread gate at that count
+    (`blas_threads`: at most `threads`, fewer while another request is open); None: at whatever
+    count is in force (OpenBLAS's default: the CPUs of the affinity mask at its start)."""
     if elem not in BLAS_GEMMS:
         raise StaticKernelError(f"no BLAS matmul for {elem}; BLAS covers f32 and f64 (f16 and bf16 through f32)")
     trans = (bool(trans[0]), bool(trans[1]))
     load = backend.load if backend is not None else Kernel.from_object
     blas_kernels: dict[tuple[str, str], Kernel] = (session or default_session()).slot("blas_kernels", dict)
     key = (backend.name if backend is not None else DEFAULT_BACKEND, elem) + ((trans,) if any(trans) else ())
+    gate = None
+    if threads is not None and elem in GEMMS:
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+            raise FusebindValueError(f"blas_matmul_kernel: threads must be an int >= 1 or None, got {threads!r}")
+        g = blas_gate()
+        if g is not None:
+            gate = (g.enter_address, g.leave_address, min(int(threads), 64))
+            key = key + (("threads", gate[2]),)
     with _blas_lock:
         if key not in blas_kernels:
-            code, entry = compile_blas_thunk(elem, blas_gemm_address(elem), trans)
+            code, entry = compile_blas_thunk(elem, blas_gemm_address(elem), trans, gate)
             sig = KernelSignature(((DType(elem), 2), (DType(elem), 2)), ((DType(elem), 2),))
             k = load(code, entry, signature=sig)
             blas_kernels[key] = Kernel(k.function, k.signature, k.address,

@@ -67,12 +67,14 @@ def transpose_is_view(op: Any) -> bool:
     return True
 
 
-def blas_transposed(op: Any, kernel: Any, views: set[Any], session: Any, backend: Any) -> tuple[Any, list[Any]] | None:
+def blas_transposed(op: Any, kernel: Any, views: set[Any], session: Any, backend: Any,
+                    threads: int | None = None) -> tuple[Any, list[Any]] | None:
     """For the 2-D matmul `op` run by the plain BLAS `kernel`, reading transposes run as views
     (`views`, their results): the BLAS kernel variant of `session` and `backend` (a
     RuntimeBackend) taking them as its transpose flags, and the values it reads (each such
     transpose's source instead of the transpose). None when no operand is such a view, or the
-    kernel is not the plain BLAS one (a user's binding keeps its operands)."""
+    kernel is not the plain BLAS one (a user's binding keeps its operands). `threads`: the
+    variant's BLAS thread count (runtime/blas.py `blas_matmul_kernel`; None: the count in force)."""
     elem = _elem(op.results[0])
     if not isinstance(op, MatmulOp) or elem not in BLAS_GEMMS or len(static_shape(op.results[0]) or ()) != 2:
         return None
@@ -82,7 +84,7 @@ def blas_transposed(op: Any, kernel: Any, views: set[Any], session: Any, backend
     if not any(trans):
         return None
     sources = [v.owner.operands[0] if t else v for v, t in zip(op.operands, trans)]
-    return blas_matmul_kernel(elem, session, backend=backend, trans=trans), sources
+    return blas_matmul_kernel(elem, session, backend=backend, trans=trans, threads=threads), sources
 
 
 def blas_batched(op: Any, views: set[Any], session: Any, backend: Any, threads: int) -> tuple[Any, list[Any]] | None:
@@ -117,8 +119,10 @@ class ColumnMajorRetry:
     `__call__(a, b, out)` is the result, or None when no operand is column-major (the caller
     then copies, as before). Variants and their thunks are made on first use."""
 
-    def __init__(self, elem: str, session: Any, backend: Any, out_shape: tuple[int, ...]) -> None:
+    def __init__(self, elem: str, session: Any, backend: Any, out_shape: tuple[int, ...],
+                 threads: int | None = None) -> None:
         self.elem, self.session, self.backend, self.out_shape = elem, session, backend, out_shape
+        self.threads = threads
         self._thunks: dict[tuple[bool, bool], Any] = {}
 
     def __call__(self, a: Any, b: Any, out: np.ndarray) -> Any:
@@ -131,7 +135,8 @@ class ColumnMajorRetry:
         stored = [x.T if t else x for x, t in zip(arrays, trans)]
         fn = self._thunks.get(trans)  # type: ignore[call-overload]
         if fn is None:
-            kernel = blas_matmul_kernel(self.elem, self.session, backend=self.backend, trans=trans)  # type: ignore[arg-type]
+            kernel = blas_matmul_kernel(self.elem, self.session, backend=self.backend, trans=trans,  # type: ignore[arg-type]
+                                        threads=self.threads)
             try:
                 fn = ThunkCall(kernel, [x.shape for x in stored] + [self.out_shape]).function
             except ThunkUnavailable:
@@ -140,7 +145,8 @@ class ColumnMajorRetry:
         return fn(stored[0], stored[1], out)
 
 
-def column_major_retry(op: Any, kernel: Any, session: Any, backend: Any) -> ColumnMajorRetry | None:
+def column_major_retry(op: Any, kernel: Any, session: Any, backend: Any,
+                       threads: int | None = None) -> ColumnMajorRetry | None:
     """A `ColumnMajorRetry` for the 2-D matmul `op` on the plain BLAS `kernel`, else None."""
     elem = _elem(op.results[0])
     out_shape = static_shape(op.results[0])
@@ -148,7 +154,7 @@ def column_major_retry(op: Any, kernel: Any, session: Any, backend: Any) -> Colu
         return None
     if getattr(kernel, "source", None) != f"blas:{BLAS_GEMMS[elem].short}":
         return None
-    return ColumnMajorRetry(elem, session, backend, tuple(out_shape))
+    return ColumnMajorRetry(elem, session, backend, tuple(out_shape), threads)
 
 
 __all__ = ["ColumnMajorRetry", "blas_batched", "blas_transposed", "column_major_retry", "transpose_is_view"]

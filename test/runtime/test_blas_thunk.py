@@ -106,3 +106,43 @@ def test_blas_threads_refuses_a_count_below_one(bad) -> None:
             pass
     with pytest.raises(FusebindValueError, match=r"blas threads must be an int >= 1, got"):
         blas_set_threads(bad)
+
+
+def test_a_kernel_with_threads_runs_its_gemm_at_that_count_and_restores() -> None:
+    """`threads=` (the executor's threads option): the gemm runs inside the BLAS thread gate, so
+    a threads=1 plan never runs BLAS on more threads; the count outside the call is unchanged."""
+    import ctypes
+
+    from fusebind.lowering.blas_ir import compile_blas_thunk
+    from fusebind.runtime.blas import blas_gate, blas_get_threads, blas_set_threads
+    from fusebind.runtime.dtypes import DType, KernelSignature
+    from fusebind.runtime.kernel import Kernel
+
+    seen: list[int] = []
+
+    @ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64, ctypes.c_int64,
+                      ctypes.c_int64, ctypes.c_double, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                      ctypes.c_int64, ctypes.c_double, ctypes.c_void_p, ctypes.c_int64)
+    def gemm(*args):  # a stand-in gemm: records the BLAS count in force when it is called
+        seen.append(blas_get_threads())
+
+    gate = blas_gate()
+    sig = KernelSignature(((DType("f64"), 2), (DType("f64"), 2)), ((DType("f64"), 2),))
+    before = blas_set_threads(2)
+    try:
+        x = np.zeros((2, 2))
+        for n, want in ((1, 1), (2, 2), (64, 2)):
+            code, entry = compile_blas_thunk("f64", ctypes.cast(gemm, ctypes.c_void_p).value, (False, False),
+                                             (gate.enter_address, gate.leave_address, n))
+            Kernel.from_object(code, entry, signature=sig)(descriptor_for(x), descriptor_for(x), descriptor_for(x))
+            assert seen[-1] == want and blas_get_threads() == 2
+        session = Session("blas-threads")
+        k1 = blas_matmul_kernel("f32", session, threads=1)
+        assert k1 is not blas_matmul_kernel("f32", session) and k1.source == "blas:sgemm"
+        a = np.arange(6, dtype=np.float32).reshape(2, 3)
+        out = np.empty((2, 2), np.float32)
+        k1(descriptor_for(a), descriptor_for(np.ascontiguousarray(a.T)), descriptor_for(out))
+        np.testing.assert_array_equal(out, a @ a.T)
+        assert blas_get_threads() == 2
+    finally:
+        blas_set_threads(before)
