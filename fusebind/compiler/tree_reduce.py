@@ -26,7 +26,8 @@ tree whose shape depends on the array's shape alone, never on the threads:
   1); a lower-rank operand broadcasts from the right and is kept.
 
 Chunk constant: TREE_CHUNK_ELEMS = 2^16 elements (256 KiB of f32: a chunk's rows stay in L2 and a
-1e7 sum has ~150 chunks to balance two or more threads; bench/bench_tree_reduce.py). Reductions
+1e7 sum has ~150 chunks to balance two or more threads; bench/bench_tree_reduce.py); TREE_ROW_ELEMS =
+2^10 when the inner stage is a fused row kernel (`(x * x).sum()`: see the constant). Reductions
 of fewer than TREE_MIN_ELEMS = 2^18 elements are left alone: the tree pays only with a split
 (runtime SPLIT_THRESHOLD is 2^16), and small sums keep exactly the code they had.
 
@@ -66,6 +67,10 @@ from fusebind.dialect.types import INT_TYPES, elem_of, is_static, numpy_dtype, s
 
 #: Elements of one leaf chunk (rows of the leading axis per chunk: this // elements per row).
 TREE_CHUNK_ELEMS = 1 << 16
+#: ... except where the inner stage is a fused row kernel (an elementwise producer, every trailing
+#: axis reduced): its rows are kept at this length, the row length lowering/rowwise.py is tuned for
+#: (it prefetches the next row whole; rows of 2^16 f32 measured 1.39x slower, of 2^10 1.05x).
+TREE_ROW_ELEMS = 1 << 10
 #: Reductions of fewer elements keep their one-pass kernel.
 TREE_MIN_ELEMS = 1 << 18
 
@@ -92,12 +97,15 @@ class TreeShape:
         return self.rows * self.chunks
 
 
-def tree_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> TreeShape | None:
-    """The tree for reducing `axes` of a static `shape`, or None when the reduction keeps one pass."""
+def tree_shape(shape: tuple[int, ...], axes: tuple[int, ...], fused_rows: bool = False) -> TreeShape | None:
+    """The tree for reducing `axes` of a static `shape`, or None when the reduction keeps one pass.
+    `fused_rows`: the reduction has an elementwise producer to fuse with, so an inner stage that
+    reduces every trailing axis is a fused row kernel (chunks of TREE_ROW_ELEMS)."""
     if not shape or 0 not in axes or math.prod(shape) < TREE_MIN_ELEMS:
         return None
     width = math.prod(shape[1:])
-    rows = max(1, TREE_CHUNK_ELEMS // width)
+    rows_kind = fused_rows and set(axes) == set(range(len(shape)))
+    rows = max(1, (TREE_ROW_ELEMS if rows_kind else TREE_CHUNK_ELEMS) // width)
     chunks = shape[0] // rows
     if chunks < 2 or (rows == 1 and len(axes) == 1):
         return None  # one chunk, or an inner stage that reduces nothing
@@ -124,6 +132,13 @@ class _Abort(Exception):
     """This reduction keeps its one-pass form (an operand the tree cannot reshape)."""
 
 
+def _clonable(value: SSAValue, full: tuple[int, ...], block: Any) -> bool:
+    """An elementwise result of the full shape in this block, read by one op only: rebuilt per part."""
+    owner = value.owner
+    return (isinstance(owner, ElementwiseOp) and owner.parent_block() is block and len(owner.results) == 1
+            and tuple(shape_of(value.type)) == full and len({u.operation for u in value.uses}) == 1)
+
+
 def _clone_cone(value: SSAValue, full: tuple[int, ...], block: Any, part: Any, b: _Builder,
                 memo: dict[SSAValue, SSAValue]) -> SSAValue:
     """`value` rebuilt for one part of the tree (`part` maps a leaf): an elementwise producer of the
@@ -131,8 +146,7 @@ def _clone_cone(value: SSAValue, full: tuple[int, ...], block: Any, part: Any, b
     if value in memo:
         return memo[value]
     owner = value.owner
-    if (isinstance(owner, ElementwiseOp) and owner.parent_block() is block and len(owner.results) == 1
-            and tuple(shape_of(value.type)) == full and len({u.operation for u in value.uses}) == 1):
+    if _clonable(value, full, block):
         operands = [_clone_cone(v, full, block, part, b, memo) for v in owner.operands]
         try:
             shape = type(owner).infer_shape(*(shape_of(v.type) for v in operands), **owner.shape_props())
@@ -177,11 +191,11 @@ def _rewrite(op: Any) -> bool:
     if elem not in _ELEMS or not is_static(full):
         return False
     axes, keep = tuple(op.axes_list()), op.keepdims is not None
-    tree = tree_shape(full, axes)
+    block = op.parent_block()
+    tree = tree_shape(full, axes, fused_rows=_clonable(x, full, block))
     if tree is None:
         return False
     stage, join = _STAGES[type(op)]
-    block = op.parent_block()
     b = _Builder()
     try:
         main = _clone_cone(x, full, block, _leaf_mapper(full, tree, b, False), b, {})

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from fusebind.compiler.splitting import region_is_splittable
-from fusebind.compiler.tree_reduce import TREE_CHUNK_ELEMS, TREE_MIN_ELEMS, TreeShape, tree_reduce, tree_shape
+from fusebind.compiler.tree_reduce import (TREE_CHUNK_ELEMS, TREE_MIN_ELEMS, TREE_ROW_ELEMS, TreeShape, tree_reduce,
+                                           tree_shape)
 from fusebind.dialect import parse_module
 from fusebind.dialect.interpreter import run_function
 
@@ -26,6 +27,14 @@ from fusebind.dialect.interpreter import run_function
 def test_the_tree_is_fixed_by_the_shape(shape, axes, want) -> None:
     assert tree_shape(shape, axes) == want
     assert want.rows * np.prod(shape[1:]) <= TREE_CHUNK_ELEMS or want.rows == 1
+
+
+def test_a_fused_row_kernel_gets_rows_of_the_row_length() -> None:
+    """With an elementwise producer and every axis reduced, the inner stage is a fused row kernel:
+    its rows are TREE_ROW_ELEMS long; column stages keep TREE_CHUNK_ELEMS."""
+    assert tree_shape((300_007,), (0,), fused_rows=True) == TreeShape(TREE_ROW_ELEMS, 292)
+    assert tree_shape((4096, 1024), (0, 1), fused_rows=True) == TreeShape(1, 4096)
+    assert tree_shape((4096, 1024), (0,), fused_rows=True) == TreeShape(64, 64)
 
 
 @pytest.mark.parametrize("shape, axes", [
@@ -60,9 +69,10 @@ def test_the_rewrite_builds_the_inner_stage_the_view_and_the_tail() -> None:
     assert _ops(m) == ["prim.slice", "prim.reshape", "prim.mul", "prim.reduce_sum", "prim.reshape", "prim.cast",
                        "prim.reduce_sum", "prim.slice", "prim.mul", "prim.reduce_sum", "prim.cast", "prim.add",
                        "prim.cast", "func.return"]
-    assert "limits = [262144]" in text and "tensor<262144xf32> -> tensor<4x65536xf32>" in text
-    assert "prim.reduce_sum %2 {axes = [1], keepdims} : tensor<4x65536xf32> -> tensor<4x1xf32>" in text
-    assert "starts = [262144], limits = [300007]" in text  # the tail: a view of x, no padding
+    # a fused row kernel: rows of TREE_ROW_ELEMS = 1024, 292 chunks, a tail of 999
+    assert "limits = [299008]" in text and "tensor<299008xf32> -> tensor<292x1024xf32>" in text
+    assert "prim.reduce_sum %2 {axes = [1], keepdims} : tensor<292x1024xf32> -> tensor<292x1xf32>" in text
+    assert "starts = [299008], limits = [300007]" in text  # the tail: a view of x, no padding
     assert "tensor<300007xf32> -> tensor<300007xf32>" not in text  # the full-size square is gone
     m.verify()
     assert tree_reduce(m) == 0  # the stages it built are below the threshold or keep axis 0
@@ -164,6 +174,6 @@ def test_the_inner_stage_is_a_splittable_region() -> None:
 
     out = optimize_graph(parse_module(SQ_SUM), OptimizationContext.gate_all()).module
     regions = [op for op in out.walk() if op.name == "fused.region"]
-    inner = [r for r in regions if str(r.operands[0].type) == "tensor<4x65536xf32>"]
+    inner = [r for r in regions if str(r.operands[0].type) == "tensor<292x1024xf32>"]
     assert len(inner) == 1 and region_is_splittable(inner[0]), str(out)
     assert len(regions) == 2 and not region_is_splittable(next(r for r in regions if r is not inner[0]))

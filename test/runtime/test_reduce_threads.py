@@ -35,7 +35,9 @@ CASES = {
     "f32 matrix": (lambda m: (m.sum(axis=0), m - m.mean(axis=0, keepdims=True), m.sum()), M32),
 }
 SUMS = {"f32 vector": {0: (None, False)}, "f64 vector": {0: (None, True)}, "f32 matrix": {0: (0, False), 2: (None, False)}}
-RTOL = {"f32 vector": [0, 2e-6, 2e-6, 0, 1e-3], "f64 vector": [0, 0], "f32 matrix": [0, 2e-6, 0]}  # prod: n roundings
+#: a product's bound is its n - 1 roundings whatever the order (docs/REDUCTIONS.md): rounding near 1
+#: is biased, so f32 products of 3e5 factors 1 + O(1e-4) drift by ~1e-3 (numpy's rows too, by half)
+RTOL = {"f32 vector": [0, 2e-6, 2e-6, 0, N * 2.0**-24], "f64 vector": [0, 0], "f32 matrix": [0, 2e-6, 0]}
 
 
 def _bound(x: np.ndarray, axis) -> np.ndarray:
@@ -104,8 +106,8 @@ def test_the_inner_stage_kernel_is_bitwise_equal_in_chunks_on_the_pool() -> None
     func = f.executor(X64).optimized_func(None, [X64.shape])
     (inner,) = [op for op in func.walk() if op.name == "fused.region" and region_is_splittable(op)]
     a_shape, o_shape = tuple(shape_of(inner.operands[0].type)), tuple(shape_of(inner.results[0].type))
-    assert a_shape == (4, 65536) and o_shape == (4, 1)
-    a = X64[:4 * 65536].reshape(a_shape)
+    assert a_shape == (292, 1024) and o_shape == (292, 1)  # a fused row kernel: rows of TREE_ROW_ELEMS
+    a = X64[:292 * 1024].reshape(a_shape)
     static = Kernel.from_decomposition(decompose_region(inner))
     dynamic = Kernel.from_decomposition(decompose_region(inner, dynamic=True))
     want = np.empty(o_shape)
@@ -116,7 +118,7 @@ def test_the_inner_stage_kernel_is_bitwise_equal_in_chunks_on_the_pool() -> None
     except PoolUnavailable as exc:
         pytest.skip(f"native pool unavailable here: {exc}")
     for t in THREADS:
-        for chunks in (4, 3, 2, 1):
+        for chunks in (292, 7, 2, 1):
             out = np.full(o_shape, np.nan)
             par = ParallelThunkCall(dynamic, [a_shape, o_shape], pools[t], chunks, t, [0, 0])
             assert par.function(a, out) is out

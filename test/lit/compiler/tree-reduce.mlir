@@ -1,20 +1,21 @@
 // A reduction over axis 0 of at least 2^18 elements becomes a fixed tree (compiler/tree_reduce.py):
-// chunks of 2^16 elements (x[:M] viewed as (C, R, ...)) reduced first by a stage that keeps the chunk
+// chunks of 2^16 elements, 2^10 for a fused row kernel (x[:M] viewed as (C, R, ...)) reduced first by a stage that keeps the chunk
 // axis (splittable), a view reshape (a fusion boundary), then the partials (f32 sums in f64) and the
 // ragged tail x[M:] (a slice: no copy, no padding). Small reductions and those keeping axis 0 stay.
 // RUN: fusebind-opt %s --split-input-file -p tree-reduce | filecheck %s
 
+// A fused row kernel (a producer, every axis reduced) gets rows of 1024: 292 chunks, a tail of 999.
 // CHECK-LABEL: func.func @sum_of_squares(
-// CHECK-NEXT: %0 = prim.slice %x {starts = [0], limits = [262144], strides = [1]} : tensor<300007xf32> -> tensor<262144xf32>
-// CHECK-NEXT: %1 = prim.reshape %0 : tensor<262144xf32> -> tensor<4x65536xf32>
-// CHECK-NEXT: %2 = prim.mul %1, %1 : (tensor<4x65536xf32>, tensor<4x65536xf32>) -> tensor<4x65536xf32>
-// CHECK-NEXT: %3 = prim.reduce_sum %2 {axes = [1], keepdims} : tensor<4x65536xf32> -> tensor<4x1xf32>
-// CHECK-NEXT: %4 = prim.reshape %3 : tensor<4x1xf32> -> tensor<4xf32>
-// CHECK-NEXT: %5 = prim.cast %4 : tensor<4xf32> -> tensor<4xf64>
-// CHECK-NEXT: %6 = prim.reduce_sum %5 {axes = [0]} : tensor<4xf64> -> tensor<f64>
-// CHECK-NEXT: %7 = prim.slice %x {starts = [262144], limits = [300007], strides = [1]} : tensor<300007xf32> -> tensor<37863xf32>
+// CHECK-NEXT: %0 = prim.slice %x {starts = [0], limits = [299008], strides = [1]} : tensor<300007xf32> -> tensor<299008xf32>
+// CHECK-NEXT: %1 = prim.reshape %0 : tensor<299008xf32> -> tensor<292x1024xf32>
+// CHECK-NEXT: %2 = prim.mul %1, %1 : (tensor<292x1024xf32>, tensor<292x1024xf32>) -> tensor<292x1024xf32>
+// CHECK-NEXT: %3 = prim.reduce_sum %2 {axes = [1], keepdims} : tensor<292x1024xf32> -> tensor<292x1xf32>
+// CHECK-NEXT: %4 = prim.reshape %3 : tensor<292x1xf32> -> tensor<292xf32>
+// CHECK-NEXT: %5 = prim.cast %4 : tensor<292xf32> -> tensor<292xf64>
+// CHECK-NEXT: %6 = prim.reduce_sum %5 {axes = [0]} : tensor<292xf64> -> tensor<f64>
+// CHECK-NEXT: %7 = prim.slice %x {starts = [299008], limits = [300007], strides = [1]} : tensor<300007xf32> -> tensor<999xf32>
 // CHECK-NEXT: %8 = prim.mul %7, %7
-// CHECK-NEXT: %9 = prim.reduce_sum %8 {axes = [0]} : tensor<37863xf32> -> tensor<f32>
+// CHECK-NEXT: %9 = prim.reduce_sum %8 {axes = [0]} : tensor<999xf32> -> tensor<f32>
 // CHECK-NEXT: %10 = prim.cast %9 : tensor<f32> -> tensor<f64>
 // CHECK-NEXT: %11 = prim.add %6, %10
 // CHECK-NEXT: %r = prim.cast %11 : tensor<f64> -> tensor<f32>
