@@ -90,6 +90,9 @@ from fusebind.lowering.portable_layer import (  # noqa: F401 - the portable laye
 MAGIC = b"FBOBJ2\n"
 # Bump when emit.py / pipeline.py change what a given key compiles to.
 FORMAT_VERSION = "1"
+# The symbol line of a note (get_note): no kernel symbol has this form.
+NOTE_SYMBOL = "fb-note-v1"
+NOTE_SUFFIX = ".note"  # (beside the `.o` objects, never mistaken for one)
 # A temp file this old belongs to a writer that died (a live one renames within seconds).
 STALE_TEMP_SECONDS = 3600.0
 TEMP_PREFIX = ".tmp-"
@@ -202,6 +205,19 @@ class ObjectCache:
             self.hits += 1
         return entry
 
+    def get_note(self, key: str) -> bytes | None:
+        """The bytes `put_note` stored under `key` (build.py's index from a pre-emission key to an
+        object's key), or None. Not a hit or a miss, and never from the portable layer: a note
+        describes this checkout of fusebind, not a travelling function."""
+        root = self._vet(create=False)
+        data = read_private_file(root / f"{key}{NOTE_SUFFIX}") if root is not None else None
+        entry = _decode(data) if data is not None else None
+        return entry.object_code if entry is not None and entry.symbol == NOTE_SYMBOL else None
+
+    def put_note(self, key: str, data: bytes) -> bool:
+        """Store a note (see `get_note`) atomically; False when nothing was written."""
+        return self.directory is not None and self._store(f"{key}{NOTE_SUFFIX}", CachedObject(NOTE_SYMBOL, data))
+
     def put(self, key: str, entry: CachedObject) -> bool:
         """Store atomically. Returns False (and warns once) if the directory cannot
         take it; False without writing if the directory is refused (warned by `vet_directory`)."""
@@ -209,6 +225,9 @@ class ObjectCache:
             if portable_active():  # enabled only for the portable layer: keep what is built in memory
                 portable_put(key, entry)
             return False
+        return self._store(f"{key}.o", entry)
+
+    def _store(self, filename: str, entry: CachedObject) -> bool:
         if "\n" in entry.symbol:
             raise FusebindValueError(f"ObjectCache.put: the symbol {entry.symbol!r} contains a newline; "
                              "an entry stores it on one line (kernel symbols are fb_ + alphanumerics)")
@@ -220,7 +239,7 @@ class ObjectCache:
             fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".o", dir=root)  # created 0o600
             with os.fdopen(fd, "wb") as f:
                 f.write(_encode(entry))
-            os.replace(tmp, root / f"{key}.o")
+            os.replace(tmp, root / filename)
             tmp = None
             self.sweep_stale_temps()
             return True
@@ -234,7 +253,7 @@ class ObjectCache:
                 self._warned = True
                 warnings.warn(f"fusebind: cannot write the object cache in {self.directory} ({exc}); "
                               "compiling without caching. Set FUSEBIND_CACHE_DIR to a writable directory "
-                              "or FUSEBIND_CACHE=0 to silence this.", CacheWarning, stacklevel=3)
+                              "or FUSEBIND_CACHE=0 to silence this.", CacheWarning, stacklevel=4)
             return False
 
     def sweep_stale_temps(self, older_than: float = STALE_TEMP_SECONDS) -> int:
@@ -298,6 +317,13 @@ class RecordingCache(ObjectCache):
         with self._entries_lock:
             self.entries[key] = entry
         return self.inner.put(key, entry)
+
+    # notes are not recorded: a travelling function carries objects, never this checkout's index
+    def get_note(self, key: str) -> bytes | None:
+        return self.inner.get_note(key)
+
+    def put_note(self, key: str, data: bytes) -> bool:
+        return self.inner.put_note(key, data)
 
 
 # ----------------------------------------------------------------- trust

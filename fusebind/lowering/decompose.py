@@ -5,6 +5,11 @@ Owns: `Decomposition`, `decompose_region`, `kernel_signature`, `inline_region`
 and `InlineResult`.
 Must not: import `mlir` (a cache hit must not load it) — the pipeline is
 reached through `build.py`, which imports it lazily on a miss.
+
+A cache hit does not emit: the region's canonical recipe (exact: every op, type,
+shape, constant and attribute of its math), its dtypes, `dynamic`, its symbol and
+the backend make a pre-emission key (`build.prebuilt_key`), noted on the first build
+with the emitted kernel and its object's key (docs/COMPILE_LATENCY.md).
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ from typing import Any, Sequence
 from fusebind.compiler.inline import InlineResult, inline_region  # noqa: F401 - re-exported: arm 0
 from fusebind.lowering.abi import DType, KernelSignature
 from fusebind.lowering.backend import DEFAULT_BACKEND, backend_named
-from fusebind.lowering.build import build_object
-from fusebind.lowering.cache import ObjectCache
+from fusebind.lowering.build import build_object, find_prebuilt, note_prebuilt, prebuilt_key
+from fusebind.lowering.cache import ObjectCache, default_cache
 from fusebind.lowering.emit import CheckedKernel, EmittedKernel, TensorSpec, emit_linalg, element_name
 from fusebind.lowering.errors import LoweringError
 
@@ -46,6 +51,10 @@ class Decomposition:
         """The shapes the code was compiled for, inputs then outputs (None = a
         dim read from the descriptor at run time)."""
         return tuple(tuple(s.shape) for s in (*self.emitted.inputs, *self.emitted.outputs))
+
+
+#: the emitted-kernel classes a prebuilt note may name (build.find_prebuilt)
+EMITTED_CLASSES: dict[str, type] = {c.__name__: c for c in (EmittedKernel, CheckedKernel)}
 
 
 def kernel_signature(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec],
@@ -97,17 +106,28 @@ def decompose_region(region: Any, dtypes: Sequence[Any] | None = None, *, machin
                             f"types {actual} (inputs then outputs); pass the region's own dtypes")
     cost = compose_region_cost(region, machine or MachineModel.default())
     target = backend_named(backend)
-    fm = target.fastmath()
-    emitted = emit_linalg(region, _symbol_for(region), dynamic=dynamic,
-                          fastmath=fm[0] if fm else None, fastmath_defs=fm[1] if fm else None)
-    t1 = time.perf_counter()
+    cache = cache if cache is not None else default_cache()
     try:
         recipe = canonical_recipe(region)
     except RecipeError:  # a region the registry cannot canonicalise is still compiled; the text keys it
         recipe = ""
+    symbol = _symbol_for(region)
+    pre = (prebuilt_key({"region": recipe, "dtypes": actual, "dynamic": dynamic, "symbol": symbol}, target)
+           if recipe and cache.enabled else None)
+    found = find_prebuilt(cache, pre, EMITTED_CLASSES)
+    if found is not None:  # noted by an earlier build: no emission
+        emitted, built = found
+        timings = {"key": time.perf_counter() - t0, **built.timings}
+        return Decomposition(cost, built.object_code, built.symbol, emitted_signature(emitted),
+                             emitted, True, timings)
+    fm = target.fastmath()
+    emitted = emit_linalg(region, symbol, dynamic=dynamic,
+                          fastmath=fm[0] if fm else None, fastmath_defs=fm[1] if fm else None)
+    t1 = time.perf_counter()
     shapes = [list(s.shape) for s in (*emitted.inputs, *emitted.outputs)]
     built = build_object(emitted, cache=cache, key_parts={"recipe": recipe, "dtypes": actual, "shapes": shapes,
                                                           "dynamic": dynamic}, backend=target)
-    timings = {"emit": t1 - t0, **built.timings}
+    note_prebuilt(cache, pre, emitted, built, EMITTED_CLASSES)
+    timings = {"emit": t1 - t0, **built.timings}  # (cost, recipe and emission, as before)
     return Decomposition(cost, built.object_code, built.symbol, emitted_signature(emitted),
                          emitted, built.from_cache, timings)

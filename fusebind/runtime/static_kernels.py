@@ -29,6 +29,8 @@ from fusebind.dialect.errors import FusebindError
 from fusebind.lowering.backend import DEFAULT_BACKEND
 from fusebind.runtime.backend import RuntimeBackend, runtime_backend
 from fusebind.lowering import ObjectCache, build_object, emit_linalg, kernel_signature
+from fusebind.lowering.build import BuiltObject, find_prebuilt, note_prebuilt, prebuilt_key
+from fusebind.lowering.decompose import EMITTED_CLASSES
 from fusebind.lowering.emit import CheckedKernel
 from fusebind.lowering.blas_ir import BLAS_GEMMS
 from fusebind.runtime.blas import StaticKernelError  # re-exported: the static kernels' error
@@ -124,6 +126,11 @@ class StaticKernels:
         """Build several kernels; cache misses share one MLIR module and one pass-pipeline run."""
         with self._lock:
             todo = [r for r in dict.fromkeys(requests) if r not in self._kernels and r.op != "matmul"]
+            for r in list(todo):
+                kernel = self._prebuilt(r)
+                if kernel is not None:
+                    self._kernels[r] = kernel
+                    todo.remove(r)
             if len(todo) > 1:
                 self._build_batch(todo)
         return [self.kernel_for(r) for r in requests]
@@ -156,10 +163,34 @@ class StaticKernels:
                            strided_inputs=req.op != "matmul", fastmath=fm[0] if fm else None,
                            fastmath_defs=fm[1] if fm else None)
 
+    def _prebuilt_key(self, req: StaticRequest) -> str | None:
+        """The pre-emission key of `req`'s kernel (lowering/build.py): its op text says exactly
+        what is emitted, with the emission options `_emit` passes; None for a request with no text."""
+        if not self._cache().enabled:
+            return None
+        try:
+            text = op_text(req)
+        except StaticKernelError:
+            return None
+        return prebuilt_key({"static": kernel_name(req), "text": text, "dynamic": True,
+                             "strided": req.op != "matmul"}, self._backend())
+
+    def _prebuilt(self, req: StaticRequest) -> Kernel | None:
+        """`req`'s kernel from the object cache without emitting it (noted by an earlier build), or None."""
+        found = find_prebuilt(self._cache(), self._prebuilt_key(req), EMITTED_CLASSES)
+        if found is None:
+            return None
+        emitted, built = found
+        return self._backend().load(built.object_code, built.symbol,
+                                    signature=kernel_signature(emitted.inputs, emitted.outputs))
+
     def _build(self, req: StaticRequest) -> Kernel:
         backend = self._backend()
         if req.op == "matmul" and req.dtypes[0] in BLAS_GEMMS:  # f16/bf16: through f32 sgemm
             return backend.blas_kernel(req.dtypes[0], self.session)
+        kernel = self._prebuilt(req)  # (only a kernel that was built, so never one _emit refuses)
+        if kernel is not None:
+            return kernel
         emitted = self._emit(req)
         if isinstance(emitted, CheckedKernel):
             # a static kernel is called by plain thunks with no status operand (ABI v1); one that
@@ -167,7 +198,9 @@ class StaticKernels:
             # op's checking reference instead
             raise StaticKernelError(f"Static({req.op}) has no kernel for dtypes {req.dtypes}: it checks indices, "
                                     "which needs the kernel ABI v2 status operand static kernels do not pass")
-        built = build_object(emitted, cache=self._cache(), key_parts={"static": kernel_name(req)}, backend=backend)
+        cache = self._cache()
+        built = build_object(emitted, cache=cache, key_parts={"static": kernel_name(req)}, backend=backend)
+        note_prebuilt(cache, self._prebuilt_key(req), emitted, built, EMITTED_CLASSES)
         return backend.load(built.object_code, built.symbol, signature=kernel_signature(emitted.inputs, emitted.outputs))
 
     def _build_batch(self, todo: list[StaticRequest]) -> None:
@@ -196,7 +229,9 @@ class StaticKernels:
         for r in missing:
             # the interleave build_object gives the same kernel alone (erf/tanh loops: codegen.interleave_count)
             code = compile_llvm_ir(llvm_ir, emitted[r].entry, interleave=interleave_of(emitted[r]))
-            cache.put(keys[r], CachedObject(emitted[r].entry, code))
+            if cache.put(keys[r], CachedObject(emitted[r].entry, code)):
+                note_prebuilt(cache, self._prebuilt_key(r), emitted[r],
+                              BuiltObject(code, emitted[r].entry, False, {}, keys[r]), EMITTED_CLASSES)
             if not cache.enabled:
                 self._kernels[r] = backend.load(code, emitted[r].entry, signature=kernel_signature(
                     emitted[r].inputs, emitted[r].outputs))
