@@ -218,8 +218,11 @@ def candidates_for(w: Workload, xs: list[np.ndarray], out: np.ndarray, *, with_s
         from bench.peers_torch import torch_candidate
 
         built += [torch_candidate(w, xs, compile=torch_compile)]
-    built += [peers.fusebind_candidate(w, xs, threads=1 if one else None)]
-    return built if keep is None else [b for b in built if b.name in keep]
+    if keep is not None:
+        built = [b for b in built if b.name in keep]
+        if group != "alone" and not any(isinstance(b, peers.Candidate) for b in built):
+            return built  # the group's peers all say why they are absent: no fusebind to time beside them
+    return built + [peers.fusebind_candidate(w, xs, threads=1 if one else None)]
 
 
 def sol_of(rows: Sequence[Row]) -> Row | None:

@@ -311,3 +311,13 @@ def test_profile_of_a_real_plan_counts_its_gemm_flops() -> None:
                         "interleaved rounds in one child).")
     assert lines[1].startswith("  Profile (`step_profile`, medians): call ") and "BLAS" in lines[1]
     assert lines[2].startswith("  What would close it: ")
+
+
+def test_an_all_core_child_without_a_peer_for_the_workload_does_not_time_fusebind() -> None:
+    w = tiny(workload("MLP block"))
+    xs = w.inputs("tiny")
+    out = np.empty(w.reference(*xs).shape, np.float32)
+    nb = candidates_for(w, xs, out, cores="all", numba_jit=False, compilers=False, group="numba")
+    assert [(b.name, type(b).__name__) for b in nb] == [("numba parallel", "Unavailable")]
+    alone = candidates_for(w, xs, out, cores="all", numba_jit=False, compilers=False, group="alone")
+    assert [b.name for b in alone] == ["fusebind"]
