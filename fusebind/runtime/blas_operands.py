@@ -87,6 +87,18 @@ def blas_transposed(op: Any, kernel: Any, views: set[Any], session: Any, backend
     return blas_matmul_kernel(elem, session, backend=backend, trans=trans, threads=threads), sources
 
 
+def blas_threaded(op: Any, kernel: Any, session: Any, backend: Any, threads: int) -> Any:
+    """`kernel`, or for a 2-D f32/f64 matmul on the plain BLAS kernel its variant whose gemm runs
+    at most `threads` BLAS threads (runtime/blas.py `blas_matmul_kernel(threads=)`): the plan's
+    threads option holds for BLAS too."""
+    elem = _elem(op.results[0])
+    if not isinstance(op, MatmulOp) or elem not in ("f32", "f64"):
+        return kernel
+    if getattr(kernel, "source", None) != f"blas:{BLAS_GEMMS[elem].short}":
+        return kernel
+    return blas_matmul_kernel(elem, session, backend=backend, threads=threads)
+
+
 def blas_batched(op: Any, views: set[Any], session: Any, backend: Any, threads: int) -> tuple[Any, list[Any]] | None:
     """For a batched f32/f64 `op` (a matmul whose result has rank >= 3, static shapes): the
     batched BLAS kernel of `session` and `backend` (threads > 1: its entries in parallel on the
@@ -157,4 +169,4 @@ def column_major_retry(op: Any, kernel: Any, session: Any, backend: Any,
     return ColumnMajorRetry(elem, session, backend, tuple(out_shape), threads)
 
 
-__all__ = ["ColumnMajorRetry", "blas_batched", "blas_transposed", "column_major_retry", "transpose_is_view"]
+__all__ = ["ColumnMajorRetry", "blas_batched", "blas_threaded", "blas_transposed", "column_major_retry", "transpose_is_view"]

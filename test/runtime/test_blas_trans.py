@@ -137,3 +137,24 @@ def test_a_column_major_argument_runs_as_the_transpose_flag_not_a_copy():
     np.testing.assert_allclose(ex(a, wide[:, ::2]), a @ wide[:, ::2], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(ex(np.asfortranarray(a), b), a @ b, rtol=1e-12, atol=1e-12)
     assert ("cpu", "f64", (True, False)) in set(session.slot("blas_kernels", dict))
+
+
+def test_blas_threaded_swaps_the_plain_kernel_for_its_threads_variant():
+    """What the plan builder asks (blas_operands.blas_threaded): a 2-D f32 matmul on the plain
+    BLAS kernel gets the variant whose gemm runs at most `threads` BLAS threads; any other
+    kernel (a user's binding) is kept."""
+    from fusebind.dialect.prim import MatmulOp
+    from fusebind.runtime.blas_operands import blas_threaded
+
+    session = Session("blas-threaded")
+    (mm,) = [o for o in parse_module(_matmul_text(False, False, "f32")).walk() if isinstance(o, MatmulOp)]
+    plain = blas_matmul_kernel("f32", session)
+    one = blas_threaded(mm, plain, session, None, 1)
+    assert one is not plain and one is blas_matmul_kernel("f32", session, threads=1)
+    assert ("cpu", "f32", ("threads", 1)) in session.slot("blas_kernels", dict)
+    other = type("UserKernel", (), {"source": "user:mm"})()
+    assert blas_threaded(mm, other, session, None, 1) is other
+    a, b = RNG.standard_normal((M, K)).astype(np.float32), RNG.standard_normal((K, N)).astype(np.float32)
+    out = np.empty((M, N), np.float32)
+    one(descriptor_for(a), descriptor_for(b), descriptor_for(out))
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-6)
