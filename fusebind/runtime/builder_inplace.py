@@ -33,6 +33,7 @@ from typing import Any
 
 from fusebind.lowering.backend import backend_named
 from fusebind.lowering.build import build_object
+from fusebind.lowering.cache import default_cache
 from fusebind.lowering.decompose import emitted_signature
 from fusebind.lowering.emit import CheckedKernel, element_name, emit_linalg
 from fusebind.lowering.errors import LoweringError
@@ -41,7 +42,8 @@ from fusebind.runtime.call import KernelCall
 from fusebind.runtime.steps import DescriptorStep, GuardedStep, static_shape
 from fusebind.runtime.thunk import ThunkUnavailable
 
-#: (backend, canonical text, types, k, r) -> Kernel | None (refused), least recently used first.
+#: (backend, canonical text, types, k, r, id(object cache)) -> (that cache, Kernel | None (refused)),
+#: least recently used first.
 #: Bounded, so a long-lived process of many shapes does not grow (RELIABILITY.md); an evicted
 #: kernel stays alive as long as a plan's step holds it.
 _VARIANTS: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
@@ -64,12 +66,17 @@ def inplace_variant(region: Any, k: int, r: int, canonical: str, backend: str, n
     (`!failed` or empty) get no variant. `cache`: the object cache (None: `default_cache()`)."""
     if not canonical or canonical.startswith("!"):
         return None
-    key = (backend, canonical, _types(region), k, r)
+    # per object cache: a pickling replay's recording cache (travel.py) must see the variant
+    # built through it, or the pickle would lack it and its receiver compile it (importing mlir)
+    store = cache if cache is not None else default_cache()
+    key = (backend, canonical, _types(region), k, r, id(store))
     with _LOCK:
-        if key in _VARIANTS:
+        hit = _VARIANTS.get(key)
+        if hit is not None and hit[0] is store:  # the entry holds `store`: its id is not reused
             _VARIANTS.move_to_end(key)
-            return _VARIANTS[key]
-        kernel = _VARIANTS[key] = _build(region, k, r, canonical, backend, notes, cache)
+            return hit[1]
+        kernel = _build(region, k, r, canonical, backend, notes, store)
+        _VARIANTS[key] = (store, kernel)
         while len(_VARIANTS) > MAX_VARIANTS:
             _VARIANTS.popitem(last=False)
         return kernel
