@@ -9,7 +9,8 @@ sgemm (the cblas address is embedded, as in blas_ir.py), then per row the scale 
 multiply or a divide, as numpy's program does it, on the scores), the block's 0 / -inf tile on
 the columns it covers (a causal mask's diagonal block: -inf replaces the score, as numpy's
 `where` does, so a NaN score that is masked out is gone too), the row max, and
-`exp(x - max)` in place with the row sum, then `p @ v` by a second sgemm into the block's
+`exp(x - max)` in place with the row sum (a positive multiplier is folded into it instead,
+`exp((x - max) * c)`: max(x * c) is max(x) * c, one pass over the row less), then `p @ v` by a second sgemm into the block's
 rows of `out`, and each output row divided by its sum (numpy normalises p first: dividing the
 `rows x Dv` outputs instead of the `rows x keys` probabilities is one rounding moved, within
 the fused-arm tolerance). The scores of one block, `rows x keys`, are the only scratch: a
@@ -42,7 +43,8 @@ ENV = {name: i for i, name in enumerate((
     "d", "dv", "nblocks", "nbh",
     "blocks",                               # address of i64[nblocks * BLOCK_FIELDS]
     "bias",                                 # address of the packed bias tiles (elements)
-    "scale_kind", "scale",                  # 0: none, 1: multiply, 2: divide; the double's bits
+    "scale_kind", "scale",                  # 0: none, 1: multiply, 2: divide, 3: a folded
+                                            # multiply (c > 0: exp((x - max) * c)); the double's bits
     "scratch", "slot_elems", "nslots", "slots", "rows_max",
 ))}
 #: one block's plan: rows [i0, i1), keys [lo, hi), the bias tile on columns [c0, c1) (relative
@@ -196,11 +198,13 @@ done:
   ret float %m
 }}
 
-; x[j] = exp(x[j] - m) in place; the sum of the new x (8 lanes, then lanes in order, then the tail)
-define internal float @row_exp_sum(ptr %x, i64 %n, float %m) alwaysinline {{
+; x[j] = exp((x[j] - m) * c) in place (c: the folded positive scale, else 1); the sum of the new x (8 lanes, then lanes in order, then the tail)
+define internal float @row_exp_sum(ptr %x, i64 %n, float %m, float %c) alwaysinline {{
 entry:
   %mv0 = insertelement {_V} undef, float %m, i64 0
   %mv = shufflevector {_V} %mv0, {_V} undef, <{LANES} x i32> zeroinitializer
+  %cv0 = insertelement {_V} undef, float %c, i64 0
+  %cv = shufflevector {_V} %cv0, {_V} undef, <{LANES} x i32> zeroinitializer
   br label %vh
 vh:
   %j = phi i64 [0, %entry], [%j8, %vb]
@@ -211,7 +215,8 @@ vh:
 vb:
   %p = getelementptr float, ptr %x, i64 %j
   %a = load {_V}, ptr %p, align 4
-  %d = fsub {_V} %a, %mv
+  %d0 = fsub {_V} %a, %mv
+  %d = fmul {_V} %d0, %cv
   %e = call {_V} @exp8({_V} %d)
   store {_V} %e, ptr %p, align 4
   %acc1 = fadd {_V} %acc, %e
@@ -227,7 +232,8 @@ th:
 tb:
   %tp = getelementptr float, ptr %x, i64 %k
   %ta = load float, ptr %tp
-  %td = fsub float %ta, %m
+  %td0 = fsub float %ta, %m
+  %td = fmul float %td0, %c
   %te = call float @exp1(float %td)
   store float %te, ptr %tp
   %s1 = fadd float %s, %te
@@ -332,6 +338,9 @@ entry:
 {words}
   %scale.d = bitcast i64 %scale to double
   %scale.f = fptrunc double %scale.d to float
+  ; kind 3: a positive finite multiplier folded into exp((x - max) * c), one pass less per row
+  %folds = icmp eq i64 %scale_kind, 3
+  %fold = select i1 %folds, float %scale.f, float 1.0
   ; heavy blocks first (a causal mask's last blocks have the most keys): block nblocks-1-c/nbh, head c%nbh
   %cb = udiv i64 %c, %nbh
   %bh = urem i64 %c, %nbh
@@ -413,7 +422,7 @@ row.bias:
   br label %row.sm
 row.sm:
   %mx = call float @row_max(ptr %rp, i64 %n)
-  %sum = call float @row_exp_sum(ptr %rp, i64 %n, float %mx)
+  %sum = call float @row_exp_sum(ptr %rp, i64 %n, float %mx, float %fold)
   %sp = getelementptr float, ptr %sums, i64 %r
   store float %sum, ptr %sp
   br label %row.end

@@ -1,5 +1,9 @@
 """The tiled attention kernel: `softmax(q @ kT * scale + mask) @ v` without the S x S scores.
 
+This is the general arm: the native kernel (runtime/attention_native.py) computes the f32 calls
+with no mask or a shared keep-mask it can plan exactly, in one native call; this loop computes
+the rest (f64, additive and per-head masks, rows keeping nothing, fills that do not vanish).
+
 `attention(q, kt, v, out, args, softmax, scratch, plans)` computes, for every batch/head index at
 once, one block of query rows at a time: that block's scores against the keys it needs (BLAS,
 through numpy's matmul on strided views: no copy of kT or v), the row softmax of the block (a

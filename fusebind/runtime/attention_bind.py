@@ -5,7 +5,10 @@ two matmuls belong on BLAS, and the scores must not be materialised): the JIT as
 `attention_region_kernel(item.region, backend, session)` instead, which reads the region's form
 (`describe_attention`), compiles the one native piece, the row softmax of a score block (the
 catalog's softmax recipe, for dynamic shapes, through lowering and the object cache), and returns
-a `Kernel` of the region's signature whose code is the tiled loop of `runtime/attention.py`.
+a `Kernel` of the region's signature whose code is one call of the native attention kernel
+(`runtime/attention_native.py`: every batch/head and query block in one native call, on the
+native pool) or, where that does not cover the call (f64, additive or per-head masks, a row
+keeping nothing, a fill whose exp does not vanish), the tiled loop of `runtime/attention.py`.
 It is a Python-callback kernel (`Kernel.from_python`): the plan calls it through
 `Kernel.__call__`, so anything it raises reaches the caller.
 

@@ -174,6 +174,8 @@ class NativePlan:
         (qs0, qs1), (ks0, ks1), (vs0, vs1), (os0, _) = strides
         kind = {None: 0, "mul": 1, "div": 2}[scale[0] if scale else None]
         c = float(scale[1]) if scale else 1.0
+        if kind == 1 and 0 < np.float32(c) < np.inf:
+            kind = 3  # folded into the exp: a row pass less (lowering/attention_ir.py)
         words = {"qoff": self.offs[0].ctypes.data, "ktoff": self.offs[1].ctypes.data,
                  "voff": self.offs[2].ctypes.data, "ooff": self.offs[3].ctypes.data,
                  "q_s0": qs0, "q_s1": qs1, "kt_s0": ks0, "kt_s1": ks1, "v_s0": vs0, "v_s1": vs1, "o_s0": os0,

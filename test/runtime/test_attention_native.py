@@ -49,6 +49,7 @@ CASES = {
     "plain": AttentionArgs(None, None, None, None),
     "mul": AttentionArgs(("mul", 1 / math.sqrt(D)), None, None, None),
     "div": AttentionArgs(("div", math.sqrt(D)), None, None, None),
+    "mul negative": AttentionArgs(("mul", -0.3), None, None, None),  # not folded into the exp
     "causal -inf": AttentionArgs(("mul", 0.125), "keep", CAUSAL, -math.inf),
     "causal drop -1e9": AttentionArgs(("div", 8.0), "drop", ~CAUSAL, -1e9),
     "band": AttentionArgs(None, "keep", np.triu(CAUSAL, -40), -math.inf),
