@@ -7,6 +7,10 @@ inputs then outputs, with `llvm.emit_c_interface`. Inputs enter as
 `bufferization.materialize_in_destination`, so with `eliminate-empty-tensors`
 an elementwise chain needs no heap temporaries. It re-exports `TensorSpec`,
 `EmittedKernel` and `element_name` (defined in `linalg_types.py`).
+With `inplace=(k, r)` it emits the in-place variant instead: input k is read from
+output r's memref (one buffer read and written at one index, so LLVM's vectorizer needs
+no overlap check; runtime/builder_inplace.py, docs/EPILOGUES.md), and a static block of
+float elementwise ops becomes one `linalg.generic` (`_emit_one_loop`: no temporaries).
 A kernel whose ops checked an index (`Emitter.checked_index`) takes one more
 argument after its outputs, `%status: memref<4xi64>` (kernel ABI v2,
 docs/KERNEL-ABI.md), and is returned as a `CheckedKernel` carrying its checks.
@@ -41,8 +45,7 @@ from fusebind.lowering.emitter import Emitter, compute_elem
 from fusebind.lowering.index_checks import STATUS, STATUS_TYPE
 from fusebind.lowering.errors import LoweringError
 from fusebind.lowering.linalg_types import (ELEMENT_BYTES, MAX_TENSOR_BYTES, Dim, EmittedKernel, TensorSpec, Value,
-                                            op_kind,
-                                            element_name, mtype, out_spec, shape_of, ttype)
+                                            element_name, mtype, op_kind, out_spec, shape_of, ttype)
 from fusebind.lowering.scalar_text import ScalarEmitError, TextScalarBuilder
 
 __all__ = ["MAX_TENSOR_BYTES", "CheckedKernel", "EmittedKernel", "TensorSpec", "element_name", "emit_linalg"]
@@ -106,8 +109,9 @@ def emit_linalg(region_or_func: Any, name: str = "fb_kernel", *, dynamic: bool =
     rowwise: emit a region whose reductions run over trailing axes as one loop over
     rows (`rowwise.py`); False keeps the whole-tensor form (for comparison and tests).
     inplace=(k, r): the in-place variant (`inplace_header`): input k is read from output
-    r's memref, so caller passes one buffer as both; the `%in{k}` parameter stays in the
-    signature (same C ABI as the out-of-place kernel) and is never read.
+    r's memref, so the caller passes one buffer as both; the `%in{k}` parameter stays in the
+    signature (same C ABI as the out-of-place kernel) and is never read. A static block of
+    float elementwise ops is then emitted as one loop (`_emit_one_loop`).
     Raises `LoweringError(stage="emit")` for anything it cannot lower.
     """
     try:
