@@ -262,6 +262,7 @@ if prof is not None:
     prof.disable()
 recs = [r for ex in f._executors.values() for r in ex.compiler.records.values()]
 out = {"first_call_s": t1 - t0, "mlir_imported": "mlir" in sys.modules, "model_s": model_s,
+       "ml_dtypes_imported": "ml_dtypes" in sys.modules, "linalg_imported": "mlir.dialects.linalg" in sys.modules,
        "calibrated": measured_here,
        "correct": bool(y.dtype == ref.dtype and y.shape == ref.shape
                        and np.allclose(y, ref, rtol=w.rtol, atol=w.atol, equal_nan=True)),
@@ -365,6 +366,7 @@ def measure_first_calls(name: str, size: str, reps: int, jax_ok: bool) -> dict[s
             out.setdefault("warm_first_call", []).append(r["first_call_s"])
             out["misses"] = len([k for k in r["kernels"] if not k["from_cache"]])
             out["mlir_imported"] = r["mlir_imported"]
+            out["ml_dtypes_imported"] = r.get("ml_dtypes_imported")
             out["warm_calibrated"] = out.get("warm_calibrated", 0) + r["calibrated"]
         out["hit_per_kernel"] = [statistics.median(col) for col in zip(*hits)] if hits and hits[0] else []
         for _ in range(reps):  # (2) interpreter start to the first result, warm cache
@@ -428,7 +430,8 @@ def run_first_calls(cfg: Any, res: Any, out_md: list[str], only: str | None = No
                       fmt_time(_median(m["warm_first_call"])),
                       f"fb machine model {fmt_time(_median(m.get('model', [])))}; "
                       f"jax.devices() {fmt_time(_median(m['jax_backend']))}; "
-                      f"warm runs calibrated: {m.get('warm_calibrated', 0)}"))
+                      f"warm runs calibrated: {m.get('warm_calibrated', 0)}; warm run imported mlir: "
+                      f"{m.get('mlir_imported')}, ml_dtypes: {m.get('ml_dtypes_imported')}"))
         profiles.append((name, m["profile"]))
         print(f"  first call {name} {size}: fb {fmt_time(fb1)}, jax {fmt_time(jx)}, start {fmt_time(start)}, "
               f"hits {[fmt_time(s) for s in m['hit_per_kernel']]}", flush=True)
