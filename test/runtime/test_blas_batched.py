@@ -132,3 +132,12 @@ def test_blas_batched_picks_the_kernel_and_reads_transpose_sources() -> None:
     kernel, sources = blas_batched(mm, {tr.results[0]}, SESSION, None, 2)
     assert kernel.source == "blas:bsgemm_nt" and sources == [mm.operands[0], tr.operands[0]]
     assert blas_batched(half, set(), SESSION, None, 2) is None
+
+
+def test_empty_batches_and_empty_contractions_give_numpys_answer() -> None:
+    """K = 0: every entry is zeros (the gemm's beta = 0); no entries or no rows: nothing to do."""
+    for ash, bsh in [((3, 2, 0), (3, 0, 4)), ((0, 2, 3), (0, 3, 4)), ((3, 0, 3), (3, 3, 4))]:
+        a, b = np.ones(ash), np.ones(bsh)
+        for threads in (1, 2):
+            got = _call(blas_batched_kernel("f64", (3, 3, 3), SESSION, threads=threads), a, b, (ash[0], ash[1], bsh[2]))
+            np.testing.assert_array_equal(got, np.matmul(a, b))
