@@ -48,6 +48,12 @@ from bench.workloads import WORKLOADS, Workload  # noqa: E402
 QUICK_DROP = ("1e7", "4096x1024", "T=256,D=512", "T=1024,d=64", "T=256,D=512,F=1024", "B=2,H=4,S=512",
               "B=2,H=4,S=2048", "2x4x(512x64@64x512)")
 QUICK_KEEP_LARGE = "relu(a*b+c)"
+#: The name of the row that stands for a size whose measuring child crashed (its check says where).
+CRASHED = "(measuring child)"
+#: How many times a crashed workload child is restarted (each restart skips the size it died in).
+MAX_CHILD_RESTARTS = 6
+#: "<workload>|<size>": the child aborts when it reaches that size (test/bench: the crash recovery)
+CRASH_ENV = "FB_BENCH_CRASH_AT"
 #: Candidates that are bounds to compare against, not the workload's math: never checked against numpy.
 REFERENCE_KERNELS = ("SOL", "empty", "BLAS")
 #: The all-core table runs one child per group, each with fusebind beside it as the anchor of its ratios:
@@ -157,8 +163,9 @@ def check(c: peers.Candidate, ref: np.ndarray, w: Workload) -> str:
 
 
 def measure(built: Sequence[peers.Built], ref: np.ndarray, w: Workload, size: str, cfg: Config,
-            out: np.ndarray | None = None) -> list[Row]:
-    """Check each candidate (the shared `out` is poisoned with NaN first), then time them interleaved."""
+            out: np.ndarray | None = None, progress: Callable[[str], None] = lambda stage: None) -> list[Row]:
+    """Check each candidate (the shared `out` is poisoned with NaN first), then time them interleaved.
+    `progress(stage)` is told what runs next (a child records it: a crash then names the candidate)."""
     rows: list[Row] = []
     cands: dict[str, Callable[[], object]] = {}
     for b in built:
@@ -170,10 +177,12 @@ def measure(built: Sequence[peers.Built], ref: np.ndarray, w: Workload, size: st
         if b.name.startswith(REFERENCE_KERNELS):
             verdict = "n/a (reference kernel, not the workload's math)"
         else:
+            progress(f"checking {b.name}")
             verdict = check(b, ref, w)
         rows.append(Row(w.name, size, b.name, check=verdict, note=b.note))
         cands[b.name] = b.run
     lo, hi = cfg.rounds
+    progress("timing " + ", ".join(cands))
     timings = measure_interleaved(cands, budget_s=cfg.budget_s, lo=lo, hi=hi)
     for r in rows:
         if r.name in timings:
@@ -262,26 +271,37 @@ def workload_table(w: Workload, rows: list[Row]) -> str:
     return markdown_table(headers, out)
 
 
-def measure_workloads(cfg: Config, cores: str, group: str | None = None) -> list[Row]:
-    """Every selected workload x size x candidate, in this process (a child: pinned when cores="1")."""
+def measure_workloads(cfg: Config, cores: str, group: str | None = None, skip: Sequence[Sequence[str]] = (),
+                      progress: Callable[[str, str, str], None] = lambda w, s, stage: None,
+                      done: Callable[[list[Row]], None] = lambda rows: None) -> list[Row]:
+    """Every selected workload x size x candidate, in this process (a child: pinned when cores="1"),
+    but the (workload, size) pairs of `skip`; `progress` hears each stage, `done` the rows after each size."""
     rows: list[Row] = []
+    skipped = {tuple(k) for k in skip}
     for w in WORKLOADS:
         if not cfg.selected(w.name, w.group):
             continue
         for size in cfg.sizes(w):
+            if (w.name, size) in skipped:
+                continue
+            progress(w.name, size, "building candidates")
+            if os.environ.get(CRASH_ENV) == f"{w.name}|{size}":  # the test of the restart: die like a segfault
+                os.abort()
             xs = w.inputs(size)
             ref = w.reference(*xs)
             out = np.empty(ref.shape, np.float32)
             with single_thread_peers() if cores == "1" else ExitStack():
                 built = candidates_for(w, xs, out, cores=cores, group=group)
-                got = measure(built, ref, w, size, cfg, out)
+                got = measure(built, ref, w, size, cfg, out, lambda stage: progress(w.name, size, stage))
                 if behind_in_child(got, cores):  # profiled here, in the child and threads that timed it
+                    progress(w.name, size, "profiling fusebind")
                     f = next((b.obj for b in built if b.name == "fusebind" and isinstance(b, peers.Candidate)), None)
                     fb_row = next(r for r in got if r.name == "fusebind")
                     fb_row.profile = profile_fusebind(f, xs) if f is not None else {"error": "no jit function"}
             for r in got:
                 r.cores, r.group = cores, group or ""
             rows += got
+            done(rows)
             print(f"  [{cores} core{'s' if cores == 'all' else ''}] {w.name} {size}: "
                   + ", ".join(f"{r.name} {fmt_time(r.min)}" for r in got), flush=True)
     return rows
@@ -296,19 +316,42 @@ def workload_rows_in_child(cfg: Config, cores: str, group: str | None = None) ->
     """Run `measure_workloads` in a fresh child: pinned to `pin_core()` from its first line when cores="1"
     (thread flags are not honoured by every peer: XLA uses every core it may run on), at the defaults
     otherwise (one child per ALL_CORE_GROUPS `group`). Returns its rows and what it saw (affinity, threads)."""
+    rows: list[Row] = []
+    skip: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="fb-suite-rows-") as tmp:
-        path = Path(tmp) / "rows.json"
-        cmd = [sys.executable, "-m", "bench.peers_tables", cores, str(path)] + (["--group", group] if group else [])
-        cmd += ["--quick"] if cfg.quick else []
+        path, skip_path = Path(tmp) / "rows.json", Path(tmp) / "skip.json"
+        cmd = [sys.executable, "-m", "bench.peers_tables", cores, str(path), "--skip", str(skip_path)]
+        cmd += (["--group", group] if group else []) + (["--quick"] if cfg.quick else [])
         cmd += ["--only", cfg.only] if cfg.only else []
         env = child_env({PIN_ENV: str(pin_core())} if cores == "1" else None)
         if cores != "1":
             env.pop(PIN_ENV, None)
-        code = subprocess.call(cmd, env=env, cwd=str(Path(__file__).resolve().parent.parent))
-        if code != 0 or not path.exists():
-            raise RuntimeError(f"the {cores}-core {group or ''} workload child failed (exit {code})")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    return [Row(**r) for r in data["rows"]], data["seen"]
+        for _ in range(MAX_CHILD_RESTARTS + 1):
+            skip_path.write_text(json.dumps(skip), encoding="utf-8")
+            code = subprocess.call(cmd, env=env, cwd=str(Path(__file__).resolve().parent.parent))
+            data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"rows": [], "seen": {}}
+            got = [Row(**r) for r in data["rows"]]
+            rows += got
+            skip += [(r.workload, r.size) for r in got]
+            if code == 0:
+                return rows, data["seen"]
+            # A crash (a segfault in a peer or in fusebind) costs that size, not the run: say where, go on.
+            current = json.loads(path.with_suffix(".current").read_text(encoding="utf-8")) \
+                if path.with_suffix(".current").exists() else None
+            if current is None:  # died before measuring anything: a broken tree, not one size
+                break
+            wl, size, stage = current
+            if stage == "finished":  # every row was written; it died on the way out (a runtime's atexit)
+                return rows, {**data["seen"], "exit": code}
+            why = f"signal {-code}" if code < 0 else f"exit {code}"
+            print(f"  [{cores} {group or ''}] the child died ({why}) at {wl} {size}: {stage}; restarting", flush=True)
+            rows.append(Row(wl, size, CRASHED, check=f"✗ the measuring child died ({why}) while {stage}; the "
+                            "other sizes were measured in a fresh child", cores=cores, group=group or ""))
+            skip.append((wl, size))
+    why = f"the {cores}-core {group or ''} workload child failed (exit {code}) {MAX_CHILD_RESTARTS + 1} times " \
+          "or before it started measuring"
+    print(f"  {why}", flush=True)
+    return rows, {"error": why}
 
 
 def run_workloads(cfg: Config, res: Results, out_md: list[str]) -> None:
@@ -320,11 +363,14 @@ def run_workloads(cfg: Config, res: Results, out_md: list[str]) -> None:
         rows, seen[group or cores] = workload_rows_in_child(cfg, cores, group)
         res.rows += rows
     res.extra["workload_children"] = seen
+    failed = [f"{k}: {v['error']}" for k, v in seen.items() if "error" in v]
+    if failed:
+        out_md += ["**Workload children that could not finish**: " + "; ".join(failed), ""]
     out_md += ["### How the workload tables were run", "",
-               f"One core: a child process pinned with `os.sched_setaffinity` to core {seen['1'].get('affinity')} "
+               f"One core: a child process pinned with `os.sched_setaffinity` to core {seen.get('1', {}).get('affinity')} "
                "before numpy, BLAS, jax or torch start a thread (XLA does not honour its one-thread flags); BLAS "
                "and numexpr are also limited to one thread. All cores: every peer at its default "
-               f"(affinity {seen['base'].get('affinity')}; numba parallel, ORT default threads, fusebind's default "
+               f"(affinity {seen.get('base', {}).get('affinity')}; numba parallel, ORT default threads, fusebind's default "
                "threads), in one child per group (numpy/numexpr; ORT; numba; XLA; Inductor), each with fusebind "
                "beside it, interleaved, and its ratio taken against that fusebind: thread runtimes sharing one "
                "process on few cores slow each other down (OpenMP, ORT, OpenBLAS and XLA workers spin after a "
@@ -358,13 +404,31 @@ def os_threads() -> int | None:
         return None
 
 
-def workloads_child_main(cfg: Config, cores: str, rows_out: Path, group: str | None = None) -> int:
-    """The child's entry: measure, then write the rows and what this process saw as JSON."""
-    rows = measure_workloads(cfg, cores, group)
-    seen: dict[str, Any] = {"affinity": sorted(os.sched_getaffinity(0)), "threads": os_threads()}
-    if "torch" in sys.modules:  # (never imported just to ask)
-        seen["torch_threads"] = sys.modules["torch"].get_num_threads()
-    rows_out.write_text(json.dumps({"rows": [dataclasses.asdict(r) for r in rows], "seen": seen}), encoding="utf-8")
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    tmp.replace(path)  # atomic: a crash mid-write leaves the previous rows
+
+
+def workloads_child_main(cfg: Config, cores: str, rows_out: Path, group: str | None = None,
+                         skip_path: Path | None = None) -> int:
+    """The child's entry: measure, writing the rows after each size and the stage it is at (a crash then
+    loses one size), then the rows and what this process saw as JSON."""
+    skip = json.loads(skip_path.read_text(encoding="utf-8")) if skip_path and skip_path.exists() else []
+
+    def seen() -> dict[str, Any]:
+        out: dict[str, Any] = {"affinity": sorted(os.sched_getaffinity(0)), "threads": os_threads()}
+        if "torch" in sys.modules:  # (never imported just to ask)
+            out["torch_threads"] = sys.modules["torch"].get_num_threads()
+        return out
+
+    def done(rows: list[Row]) -> None:
+        _write_json(rows_out, {"rows": [dataclasses.asdict(r) for r in rows], "seen": seen()})
+
+    rows = measure_workloads(cfg, cores, group, skip, lambda w, s, stage: _write_json(
+        rows_out.with_suffix(".current"), [w, s, stage]), done)
+    done(rows)
+    _write_json(rows_out.with_suffix(".current"), [None, None, "finished"])
     return 0
 
 
@@ -410,9 +474,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only")
     ap.add_argument("--group", choices=sorted(ALL_CORE_GROUPS))
+    ap.add_argument("--skip", help="JSON file: [[workload, size], ...] already measured (or crashed)")
     args = ap.parse_args(argv)
     return workloads_child_main(Config(quick=args.quick, only=args.only), args.cores, Path(args.rows_out),
-                                args.group)
+                                args.group, Path(args.skip) if args.skip else None)
 
 
 if __name__ == "__main__":

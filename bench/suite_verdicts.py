@@ -132,6 +132,9 @@ def verdict(rows: Sequence[Any], cores: str) -> dict[str, Any]:
     """One workload size in one table: each checked peer's time ÷ the fusebind of its own child, the worst,
     and the verdict text. `rows` are that size's rows of that table."""
     fbs = [r for r in rows if r.name == "fusebind"]
+    crash = next((r for r in rows if r.name == "(measuring child)"), None)  # peers_tables.CRASHED
+    if crash is not None and not any(r.min and r.check == "✓" for r in fbs):
+        return {"text": f"no verdict: {crash.check}", "behind": None, "ratios": []}
     if not any(r.min and r.check == "✓" for r in fbs):
         why = next((r.check for r in fbs if r.check), "not measured")
         return {"text": f"no verdict: fusebind {why}", "behind": None, "ratios": []}

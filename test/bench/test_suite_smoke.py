@@ -321,3 +321,20 @@ def test_an_all_core_child_without_a_peer_for_the_workload_does_not_time_fusebin
     assert [(b.name, type(b).__name__) for b in nb] == [("numba parallel", "Unavailable")]
     alone = candidates_for(w, xs, out, cores="all", numba_jit=False, compilers=False, group="alone")
     assert [b.name for b in alone] == ["fusebind"]
+
+
+def test_a_crashed_workload_child_costs_one_size_not_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child dies (abort, as a segfault would) at one size: the parent restarts it for the sizes after it,
+    and that size gets a ✗ row naming the signal and the stage, and no verdict."""
+    from bench.peers_tables import CRASH_ENV, CRASHED, Config, workload_rows_in_child
+    from bench.suite_verdicts import verdict
+
+    monkeypatch.setenv(CRASH_ENV, "gelu_tanh(x)|1e3")
+    rows, seen = workload_rows_in_child(Config(quick=True, only="gelu_tanh(x)"), "all", "alone")
+    got = [(r.size, r.name, r.check) for r in rows]
+    assert [g[:2] for g in got] == [("1e3", CRASHED), ("1e5", "fusebind")], got
+    assert got[1][2] == "✓"
+    assert got[0][2] == ("✗ the measuring child died (signal 6) while building candidates; the other sizes were "
+                         "measured in a fresh child")
+    assert verdict([r for r in rows if r.size == "1e3"], "all")["text"] == f"no verdict: {got[0][2]}"
+    assert "error" not in seen and seen["affinity"]
