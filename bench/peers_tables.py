@@ -70,10 +70,13 @@ ALL_CORE_GROUPS = {"base": ("numpy", "numpy out=", "numexpr"), "ort": ("ORT defa
 class Config:
     quick: bool
     only: str | None
+    #: seconds the interleaved rounds of one workload size aim at in one child (None: 0.25 quick, 1.0 full);
+    #: the round count stays within `rounds`, so a smaller budget never drops below its minimum of rounds
+    budget: float | None = None
 
     @property
     def budget_s(self) -> float:
-        return 0.25 if self.quick else 1.0
+        return self.budget if self.budget is not None else 0.25 if self.quick else 1.0
 
     @property
     def rounds(self) -> tuple[int, int]:
@@ -323,6 +326,7 @@ def workload_rows_in_child(cfg: Config, cores: str, group: str | None = None) ->
         cmd = [sys.executable, "-m", "bench.peers_tables", cores, str(path), "--skip", str(skip_path)]
         cmd += (["--group", group] if group else []) + (["--quick"] if cfg.quick else [])
         cmd += ["--only", cfg.only] if cfg.only else []
+        cmd += ["--budget", str(cfg.budget)] if cfg.budget is not None else []
         env = child_env({PIN_ENV: str(pin_core())} if cores == "1" else None)
         if cores != "1":
             env.pop(PIN_ENV, None)
@@ -475,8 +479,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--only")
     ap.add_argument("--group", choices=sorted(ALL_CORE_GROUPS))
     ap.add_argument("--skip", help="JSON file: [[workload, size], ...] already measured (or crashed)")
+    ap.add_argument("--budget", type=float)
     args = ap.parse_args(argv)
-    return workloads_child_main(Config(quick=args.quick, only=args.only), args.cores, Path(args.rows_out),
+    return workloads_child_main(Config(quick=args.quick, only=args.only, budget=args.budget), args.cores, Path(args.rows_out),
                                 args.group, Path(args.skip) if args.skip else None)
 
 

@@ -325,7 +325,9 @@ def run_suite(cfg: Config, command: str, parent_env: dict[str, str | None]) -> s
             "is shown with intra_op_num_threads=1 (ORT 1t) and its default (ORT default, both cores). Times "
             "are per call; each sample is a batch of calls lasting ≥ 0.2 ms; min and median over interleaved "
             "rounds (warm-up excluded, order rotated every round). Ratios are taken within this run.")
-    header = [f"## Benchmark suite ({'quick' if cfg.quick else 'full'} run, {elapsed:.0f} s)", "",
+    header = [f"## Benchmark suite ({'quick' if cfg.quick else 'full'} run, {elapsed:.0f} s; "
+              f"{cfg.budget_s:g} s of rounds per workload size and child, {cfg.rounds[0]}-{cfg.rounds[1]} rounds)",
+              "",
               environment_header(command, parent_env), f"- sections: {', '.join(took)}; load average at the "
               f"end {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[2]:.2f} (15 min)", "", fair, "",
               "Candidates: **fusebind** = the public API `fb.jit(fn)(*arrays)`; **fb-kernel** = the same math "
@@ -343,6 +345,9 @@ def run_suite(cfg: Config, command: str, parent_env: dict[str, str | None]) -> s
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.suite", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer rounds, drop 1e7 sizes except relu(a*b+c) (< 2 min)")
+    ap.add_argument("--budget", type=float, metavar="SECONDS",
+                    help="seconds the interleaved rounds of one workload size aim at per child (default 1.0, "
+                         "--quick 0.25); rounds stay >= 7 (--quick 3), so min and median keep their samples")
     ap.add_argument("--only", metavar="PATTERN", help="run only workloads/sections matching (substring or glob)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
                     help="results file; the suite replaces its block between the suite markers")
@@ -357,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cmd = [sys.executable, "-m", "bench.suite", *argv_list, "--child", "--parent-env", json.dumps(parent_env),
                "--command", shown]
         return subprocess.call(cmd, env=child_env(), cwd=str(Path(__file__).resolve().parent.parent))
-    cfg = Config(quick=args.quick, only=args.only)
+    cfg = Config(quick=args.quick, only=args.only, budget=args.budget)
     block = run_suite(cfg, args.command, json.loads(args.parent_env))
     print(block)
     write_block(Path(args.out), block)

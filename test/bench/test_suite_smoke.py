@@ -338,3 +338,11 @@ def test_a_crashed_workload_child_costs_one_size_not_the_run(monkeypatch: pytest
                          "measured in a fresh child")
     assert verdict([r for r in rows if r.size == "1e3"], "all")["text"] == f"no verdict: {got[0][2]}"
     assert "error" not in seen and seen["affinity"]
+
+
+def test_budget_flag_cuts_the_time_per_size_not_the_minimum_rounds() -> None:
+    from bench.peers_tables import Config
+
+    assert (Config(quick=False, only=None).budget_s, Config(quick=True, only=None).budget_s) == (1.0, 0.25)
+    cut = Config(quick=False, only=None, budget=0.4)
+    assert cut.budget_s == 0.4 and cut.rounds == Config(quick=False, only=None).rounds == (7, 40)
