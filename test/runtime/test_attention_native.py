@@ -111,6 +111,7 @@ def test_tasks_are_fixed_by_shape() -> None:
     assert block_rows(8, 2048, 2048) == 128 and block_rows(8, 128, 128) == 128
     assert block_rows(1, 256, 256) == 32  # a 2-D block still gives MIN_TASKS tasks
     assert block_rows(1, 16, 16) == 16
+    assert block_rows(8, 128, 128, masked=True) == 64 and block_rows(8, 2048, 2048, masked=True) == 128
 
 
 def test_what_it_does_not_cover_is_answered_false() -> None:
