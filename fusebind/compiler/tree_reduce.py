@@ -6,15 +6,18 @@ one thread. This rewrite, in the spirit of XLA's tree-reduction rewrite, gives s
 tree whose shape depends on the array's shape alone, never on the threads:
 
     r = reduce(f(x, ...), axes A ∋ 0)            x: (N, d1, ..., dk), elements per row w = d1·…·dk
-    ->  R = max(1, TREE_CHUNK_ELEMS // w) rows a chunk, C = N // R chunks, M = C·R, T = N - M
+    ->  R rows a chunk (the chunk constants below), C = N // R chunks, M = C·R, T = N - M
         inner = reduce(f(x[:M].reshape(C, R, d...)), axes {1} ∪ (A \\ {0}) + 1, keepdims)  # (C, 1, ...)
         parts = inner.reshape(P)                  # (C, kept dims): a view, and a fusion boundary
-        r     = reduce(parts, axis 0) ⊕ reduce(f(x[M:]), A)     # ⊕: + · max min; the tail only if T > 0
+        tail  = reduce(f(x[M:].reshape(1, T, d...)), {0} ∪ A + 1)                         # if T > 0
+        r     = reduce(parts, axis 0) ⊕ tail      # ⊕: + · max min
 
 - The inner stage keeps the new leading axis (chunks), so it is a row-wise region: splittable
   along axis 0 and run in chunks on the native pool, each chunk of rows reduced whole by the
   ordinary blocked accumulation (lowering/accumulate.py). The reshape after it is a shape-only op
-  that fusion does not cross, so the inner region never merges with the outer one.
+  that fusion does not cross, so the inner region never merges with the outer one. The tail is
+  reshaped too, so its slice is a view of its own, read by a vector loop (a slice inside a region
+  is an index map: scalar loads, measured 7% of a 1e7 sum for a 4e4 tail).
 - The outer stage reduces C partials (at most N / R, a few hundred) and the ragged tail (fewer
   than R rows, a view x[M:]: no copy of x, no padding) on one thread, and still fuses with the
   result's consumers (`x - x.mean(0, keepdims=True)`).
@@ -25,9 +28,12 @@ tree whose shape depends on the array's shape alone, never on the threads:
   An operand of the full rank is sliced/reshaped on axis 0 (size N) or given a leading 1 (size
   1); a lower-rank operand broadcasts from the right and is kept.
 
-Chunk constant: TREE_CHUNK_ELEMS = 2^16 elements (256 KiB of f32: a chunk's rows stay in L2 and a
-1e7 sum has ~150 chunks to balance two or more threads; bench/bench_tree_reduce.py); TREE_ROW_ELEMS =
-2^10 when the inner stage is a fused row kernel (`(x * x).sum()`: see the constant). Reductions
+Chunk constants (rows a chunk R, from the shape and the IR only): every axis reduced, R·w ~
+TREE_CHUNK_ELEMS = 2^16 elements (256 KiB of f32: a chunk's rows stay in L2 and a 1e7 sum has ~150
+chunks to balance two or more threads), or TREE_ROW_ELEMS = 2^10 when the inner stage is a fused row
+kernel (`(x * x).sum()`); columns kept, R = max(TREE_COLUMN_ROWS = 512, 2^16 // w). Each is measured
+(see the constants; bench/bench_tree_reduce.py). R then grows to the first of R..2R-1 that
+divides N, so most shapes (1e7 = 128 · 78125) have no tail at all. Reductions
 of fewer than TREE_MIN_ELEMS = 2^18 elements are left alone: the tree pays only with a split
 (runtime SPLIT_THRESHOLD is 2^16), and small sums keep exactly the code they had.
 
@@ -71,6 +77,10 @@ TREE_CHUNK_ELEMS = 1 << 16
 #: axis reduced): its rows are kept at this length, the row length lowering/rowwise.py is tuned for
 #: (it prefetches the next row whole; rows of 2^16 f32 measured 1.39x slower, of 2^10 1.05x).
 TREE_ROW_ELEMS = 1 << 10
+#: ... and where it sums down columns, at least this many rows: the chain-mode block grows from 16
+#: to 32 rows at 512 (lowering/accumulate.py), and 64-row chunks of 4096x1024 column sums measured
+#: 1.26x the one-pass time, 512-row ones 1.02x.
+TREE_COLUMN_ROWS = 512
 #: Reductions of fewer elements keep their one-pass kernel.
 TREE_MIN_ELEMS = 1 << 18
 
@@ -104,12 +114,23 @@ def tree_shape(shape: tuple[int, ...], axes: tuple[int, ...], fused_rows: bool =
     if not shape or 0 not in axes or math.prod(shape) < TREE_MIN_ELEMS:
         return None
     width = math.prod(shape[1:])
-    rows_kind = fused_rows and set(axes) == set(range(len(shape)))
-    rows = max(1, (TREE_ROW_ELEMS if rows_kind else TREE_CHUNK_ELEMS) // width)
+    if set(axes) == set(range(len(shape))):  # every axis: the inner stage reduces whole rows
+        rows = max(1, (TREE_ROW_ELEMS if fused_rows else TREE_CHUNK_ELEMS) // width)
+    else:  # columns kept: the inner stage sums down the chunk's rows (chain mode)
+        rows = max(TREE_COLUMN_ROWS, TREE_CHUNK_ELEMS // width)
+    rows = _dividing(shape[0], rows)
     chunks = shape[0] // rows
     if chunks < 2 or (rows == 1 and len(axes) == 1):
         return None  # one chunk, or an inner stage that reduces nothing
     return TreeShape(rows, chunks)
+
+
+def _dividing(n: int, rows: int) -> int:
+    """The smallest chunk of `rows` to 2·`rows` rows that divides `n` (no tail: a tail costs two
+    shape steps, ~0.1-0.3 ms a call measured on a 1e7 sum), else `rows` (a ragged tail)."""
+    if n % rows == 0:
+        return rows
+    return next((r for r in range(rows + 1, min(2 * rows, n // 2 + 1)) if n % r == 0), rows)
 
 
 class _Builder:
@@ -174,11 +195,11 @@ def _leaf_mapper(full: tuple[int, ...], tree: TreeShape, b: _Builder, tail: bool
         if len(s) > rank or s[0] not in (1, n):
             raise _Abort
         if s[0] == 1:
-            return v if tail else b.add(ReshapeOp(v, (1, 1, *s[1:])))
+            return b.add(ReshapeOp(v, (1, 1, *s[1:])))
         lo, hi = (tree.main, n) if tail else (0, tree.main)
         if (lo, hi) != (0, n):
             v = b.add(SliceOp(v, [lo] + [0] * (rank - 1), [hi, *s[1:]], [1] * rank))
-        return v if tail else b.add(ReshapeOp(v, (tree.chunks, tree.rows, *s[1:])))
+        return b.add(ReshapeOp(v, (1, n - tree.main, *s[1:]) if tail else (tree.chunks, tree.rows, *s[1:])))
 
     return part
 
@@ -212,9 +233,11 @@ def _rewrite(op: Any) -> bool:
         total = b.add(stage(parts, [0], keepdims=keep))
         if tree.main < full[0]:
             t = _clone_cone(x, full, block, _leaf_mapper(full, tree, b, True), b, {})
-            if tuple(shape_of(t.type)) != (full[0] - tree.main, *full[1:]):
+            if tuple(shape_of(t.type)) != (1, full[0] - tree.main, *full[1:]):
                 raise _Abort
-            t = b.add(stage(t, list(axes), keepdims=keep))
+            t = b.add(stage(t, [0] + [a + 1 for a in axes]))
+            if keep:
+                t = b.add(ReshapeOp(t, tuple(shape_of(op.results[0].type))))
             if wide:
                 t = b.add(CastOp(t, "f64"))
             total = b.add(join(total, t))

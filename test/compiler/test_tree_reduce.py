@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fusebind.compiler.splitting import region_is_splittable
-from fusebind.compiler.tree_reduce import (TREE_CHUNK_ELEMS, TREE_MIN_ELEMS, TREE_ROW_ELEMS, TreeShape, tree_reduce,
+from fusebind.compiler.tree_reduce import (TREE_CHUNK_ELEMS, TREE_COLUMN_ROWS, TREE_MIN_ELEMS, TREE_ROW_ELEMS, TreeShape, tree_reduce,
                                            tree_shape)
 from fusebind.dialect import parse_module
 from fusebind.dialect.interpreter import run_function
@@ -19,14 +19,17 @@ from fusebind.dialect.interpreter import run_function
 @pytest.mark.parametrize("shape, axes, want", [
     ((1 << 20,), (0,), TreeShape(65536, 16)),
     ((300_007,), (0,), TreeShape(65536, 4)),            # a ragged tail of 37 863
-    ((4096, 1024), (0,), TreeShape(64, 64)),            # column sums: 64 rows a chunk
+    ((4096, 1024), (0,), TreeShape(512, 8)),            # column sums: at least 512 rows a chunk
+    ((1 << 16, 16), (0,), TreeShape(4096, 16)),         # narrow columns: 2^16 elements a chunk
+    ((10_000_000,), (0,), TreeShape(78125, 128)),       # grown to a divisor of N: no tail
     ((4096, 1024), (0, 1), TreeShape(64, 64)),
     ((8, 65536), (0, 1), TreeShape(1, 8)),              # a row is a chunk: the rows reduce first
-    ((1031, 260, 1), (0, 2), TreeShape(252, 4)),
+    ((1031, 260, 1), (0, 2), TreeShape(512, 2)),
+    ((1031, 260), (0, 1), TreeShape(252, 4)),
 ])
 def test_the_tree_is_fixed_by_the_shape(shape, axes, want) -> None:
     assert tree_shape(shape, axes) == want
-    assert want.rows * np.prod(shape[1:]) <= TREE_CHUNK_ELEMS or want.rows == 1
+    assert want.rows * np.prod(shape[1:]) < 2 * TREE_CHUNK_ELEMS or want.rows in (1, TREE_COLUMN_ROWS)
 
 
 def test_a_fused_row_kernel_gets_rows_of_the_row_length() -> None:
@@ -34,7 +37,7 @@ def test_a_fused_row_kernel_gets_rows_of_the_row_length() -> None:
     its rows are TREE_ROW_ELEMS long; column stages keep TREE_CHUNK_ELEMS."""
     assert tree_shape((300_007,), (0,), fused_rows=True) == TreeShape(TREE_ROW_ELEMS, 292)
     assert tree_shape((4096, 1024), (0, 1), fused_rows=True) == TreeShape(1, 4096)
-    assert tree_shape((4096, 1024), (0,), fused_rows=True) == TreeShape(64, 64)
+    assert tree_shape((4096, 1024), (0,), fused_rows=True) == TreeShape(TREE_COLUMN_ROWS, 8)
 
 
 @pytest.mark.parametrize("shape, axes", [
@@ -67,8 +70,8 @@ def test_the_rewrite_builds_the_inner_stage_the_view_and_the_tail() -> None:
     assert tree_reduce(m) == 1
     text = str(m)
     assert _ops(m) == ["prim.slice", "prim.reshape", "prim.mul", "prim.reduce_sum", "prim.reshape", "prim.cast",
-                       "prim.reduce_sum", "prim.slice", "prim.mul", "prim.reduce_sum", "prim.cast", "prim.add",
-                       "prim.cast", "func.return"]
+                       "prim.reduce_sum", "prim.slice", "prim.reshape", "prim.mul", "prim.reduce_sum", "prim.cast",
+                       "prim.add", "prim.cast", "func.return"]
     # a fused row kernel: rows of TREE_ROW_ELEMS = 1024, 292 chunks, a tail of 999
     assert "limits = [299008]" in text and "tensor<299008xf32> -> tensor<292x1024xf32>" in text
     assert "prim.reduce_sum %2 {axes = [1], keepdims} : tensor<292x1024xf32> -> tensor<292x1xf32>" in text
@@ -91,15 +94,15 @@ def _interpret_both(src: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ("reduce_prod", "i64", np.int64), ("reduce_max", "i16", np.int16),
 ])
 def test_values_keep_numpys_for_every_kind_axes_and_keepdims(op, elem, np_dtype) -> None:
-    """(600, 150, 3) over axes (0, 2) with keepdims: 145 rows a chunk, 4 chunks, a tail of 20 rows."""
-    t = f"tensor<600x150x3x{elem}>"
+    """(1031, 150, 3) over axes (0, 2) with keepdims (columns kept): 2 chunks of 512 rows, a tail of 7."""
+    t = f"tensor<1031x150x3x{elem}>"
     src = _module(f"  %r = prim.{op} %x {{axes = [0, 2], keepdims}} : {t} -> tensor<1x150x1x{elem}>", t,
                   f"tensor<1x150x1x{elem}>")
     rng = np.random.default_rng(1)
     if np_dtype in (np.float32, np.float64):
-        x = (1 + rng.standard_normal((600, 150, 3)) * (1e-3 if op == "reduce_prod" else 1)).astype(np_dtype)
+        x = (1 + rng.standard_normal((1031, 150, 3)) * (1e-3 if op == "reduce_prod" else 1)).astype(np_dtype)
     else:
-        x = rng.integers(-50, 50, (600, 150, 3)).astype(np_dtype)  # products and sums wrap
+        x = rng.integers(-50, 50, (1031, 150, 3)).astype(np_dtype)  # products and sums wrap
     before, after = _interpret_both(src, x)
     assert after.dtype == before.dtype == np_dtype and after.shape == before.shape == (1, 150, 1)
     if np_dtype in (np.float32, np.float64):
@@ -118,20 +121,20 @@ def test_max_propagates_a_nan_in_the_tail_and_in_a_chunk() -> None:
 
 
 def test_broadcast_operands_of_the_producers_follow_the_chunks() -> None:
-    """(x - m) * w over (600, 512) with m (1, 512) and w (512,): the column sums' producers are
+    """(x - m) * w over (1031, 512) with m (1, 512) and w (512,): the column sums' producers are
     rebuilt on the chunks; m gets a leading 1 and w broadcasts from the right, unchanged."""
-    t = "tensor<600x512xf32>"
-    src = ("func.func @main(%x: tensor<600x512xf32>, %m: tensor<1x512xf32>, %w: tensor<512xf32>) -> tensor<512xf32> {\n"
+    t = "tensor<1031x512xf32>"
+    src = ("func.func @main(%x: tensor<1031x512xf32>, %m: tensor<1x512xf32>, %w: tensor<512xf32>) -> tensor<512xf32> {\n"
            f"  %d = prim.sub %x, %m : ({t}, tensor<1x512xf32>) -> {t}\n"
            f"  %e = prim.mul %d, %w : ({t}, tensor<512xf32>) -> {t}\n"
            f"  %r = prim.reduce_sum %e {{axes = [0]}} : {t} -> tensor<512xf32>\n"
            "  func.return %r : tensor<512xf32>\n}\n")
     rng = np.random.default_rng(2)
-    args = [rng.standard_normal(s).astype(np.float32) for s in ((600, 512), (1, 512), (512,))]
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((1031, 512), (1, 512), (512,))]
     before, after = parse_module(src), parse_module(src)
     assert tree_reduce(after) == 1
     text = str(after)
-    assert "tensor<1x512xf32> -> tensor<1x1x512xf32>" in text and "tensor<4x128x512xf32>" in text
+    assert "tensor<1x512xf32> -> tensor<1x1x512xf32>" in text and "tensor<2x512x512xf32>" in text and "tensor<1x7x512xf32>" in text
     np.testing.assert_allclose(run_function(after, args, None), run_function(before, args, None), rtol=2e-5,
                                atol=2e-4)
 

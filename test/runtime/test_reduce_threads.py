@@ -20,7 +20,7 @@ import fusebind as fb
 
 THREADS = (1, 2, 4, 8)
 N = 300_007                # 4 chunks of 65 536 and a tail of 37 863
-ROWS, COLS = 1031, 260     # column sums: 4 chunks of 252 rows and a tail of 23
+ROWS, COLS = 1031, 260     # column sums: 2 chunks of 512 rows and a tail of 7; the full sum: 4 of 252, 23
 
 RNG = np.random.default_rng(17)
 X32 = RNG.standard_normal(N).astype(np.float32)

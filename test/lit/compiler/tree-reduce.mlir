@@ -1,7 +1,7 @@
 // A reduction over axis 0 of at least 2^18 elements becomes a fixed tree (compiler/tree_reduce.py):
-// chunks of 2^16 elements, 2^10 for a fused row kernel (x[:M] viewed as (C, R, ...)) reduced first by a stage that keeps the chunk
+// chunks of 2^16 elements, 2^10 for a fused row kernel (512 rows for columns; x[:M] viewed as (C, R, ...)) reduced first by a stage that keeps the chunk
 // axis (splittable), a view reshape (a fusion boundary), then the partials (f32 sums in f64) and the
-// ragged tail x[M:] (a slice: no copy, no padding). Small reductions and those keeping axis 0 stay.
+// ragged tail x[M:] (a slice viewed as (1, T, ...): no copy, no padding). Small reductions and those keeping axis 0 stay.
 // RUN: fusebind-opt %s --split-input-file -p tree-reduce | filecheck %s
 
 // A fused row kernel (a producer, every axis reduced) gets rows of 1024: 292 chunks, a tail of 999.
@@ -14,11 +14,12 @@
 // CHECK-NEXT: %5 = prim.cast %4 : tensor<292xf32> -> tensor<292xf64>
 // CHECK-NEXT: %6 = prim.reduce_sum %5 {axes = [0]} : tensor<292xf64> -> tensor<f64>
 // CHECK-NEXT: %7 = prim.slice %x {starts = [299008], limits = [300007], strides = [1]} : tensor<300007xf32> -> tensor<999xf32>
-// CHECK-NEXT: %8 = prim.mul %7, %7
-// CHECK-NEXT: %9 = prim.reduce_sum %8 {axes = [0]} : tensor<999xf32> -> tensor<f32>
-// CHECK-NEXT: %10 = prim.cast %9 : tensor<f32> -> tensor<f64>
-// CHECK-NEXT: %11 = prim.add %6, %10
-// CHECK-NEXT: %r = prim.cast %11 : tensor<f64> -> tensor<f32>
+// CHECK-NEXT: %8 = prim.reshape %7 : tensor<999xf32> -> tensor<1x999xf32>
+// CHECK-NEXT: %9 = prim.mul %8, %8
+// CHECK-NEXT: %10 = prim.reduce_sum %9 {axes = [0, 1]} : tensor<1x999xf32> -> tensor<f32>
+// CHECK-NEXT: %11 = prim.cast %10 : tensor<f32> -> tensor<f64>
+// CHECK-NEXT: %12 = prim.add %6, %11
+// CHECK-NEXT: %r = prim.cast %12 : tensor<f64> -> tensor<f32>
 // CHECK-NEXT: func.return %r
 func.func @sum_of_squares(%x: tensor<300007xf32>) -> tensor<f32> {
   %s = prim.mul %x, %x : (tensor<300007xf32>, tensor<300007xf32>) -> tensor<300007xf32>
@@ -28,12 +29,13 @@ func.func @sum_of_squares(%x: tensor<300007xf32>) -> tensor<f32> {
 
 // -----
 
-// Column maxima with keepdims, rows a multiple of the chunk: no tail; the partials keep the 1s.
+// Column maxima with keepdims, rows a multiple of the chunk (512 rows: TREE_COLUMN_ROWS): no tail;
+// the partials keep the 1s.
 // CHECK-LABEL: func.func @column_max(
-// CHECK-NEXT: %0 = prim.reshape %x : tensor<4096x1024xf64> -> tensor<64x64x1024xf64>
-// CHECK-NEXT: %1 = prim.reduce_max %0 {axes = [1], keepdims} : tensor<64x64x1024xf64> -> tensor<64x1x1024xf64>
-// CHECK-NEXT: %2 = prim.reshape %1 : tensor<64x1x1024xf64> -> tensor<64x1024xf64>
-// CHECK-NEXT: %r = prim.reduce_max %2 {axes = [0], keepdims} : tensor<64x1024xf64> -> tensor<1x1024xf64>
+// CHECK-NEXT: %0 = prim.reshape %x : tensor<4096x1024xf64> -> tensor<8x512x1024xf64>
+// CHECK-NEXT: %1 = prim.reduce_max %0 {axes = [1], keepdims} : tensor<8x512x1024xf64> -> tensor<8x1x1024xf64>
+// CHECK-NEXT: %2 = prim.reshape %1 : tensor<8x1x1024xf64> -> tensor<8x1024xf64>
+// CHECK-NEXT: %r = prim.reduce_max %2 {axes = [0], keepdims} : tensor<8x1024xf64> -> tensor<1x1024xf64>
 // CHECK-NEXT: func.return %r
 func.func @column_max(%x: tensor<4096x1024xf64>) -> tensor<1x1024xf64> {
   %r = prim.reduce_max %x {axes = [0], keepdims} : tensor<4096x1024xf64> -> tensor<1x1024xf64>
