@@ -192,9 +192,19 @@ def attention_region_kernel(region: Any, backend: Any = None, session: Session |
     out_dtype, out_rank = numpy_dtype(elem_of(out_t)), len(shape_of(out_t))
     signature = KernelSignature(tuple((DType.from_numpy(dt), r) for dt, r in types),
                                 ((DType.from_numpy(out_dtype), out_rank),))
-    softmax_kernel = softmax_block_kernel(form.elem, backend, session)
+    # the tiled loop's block softmax (its compile is most of a region's bind time): made now
+    # when the tiled loop may be needed, else on the first call that needs it
+    box: list[_BlockSoftmax] = []
 
-    softmax = _BlockSoftmax(softmax_kernel)
+    def softmax(s: np.ndarray, p: np.ndarray) -> None:
+        if not box:
+            box.append(_BlockSoftmax(softmax_block_kernel(form.elem, backend, session)))
+        box[0](s, p)
+
+    native_only = (form.elem == "f32" and form.mask_kind != "add" and (form.mask is None or mask_const is not None)
+                   and (fill is None or fill == -math.inf))
+    if not native_only:
+        box.append(_BlockSoftmax(softmax_block_kernel(form.elem, backend, session)))
 
     scratch = _Scratch()
     plans = _Plans()
