@@ -10,6 +10,10 @@ work order in `function_fusion.py`; neighbour absorption in `absorb.py`;
 merging in `merge.py`; pricing in `pricing.py`; region construction and the
 rewrite in `regions.py`. Their public names are re-exported here.
 
+Before the rules, three rewrites of prim ops: strength reduction (`strength.py`), gather sinking
+(`gather_sinking.py`) and the fixed reduction tree (`tree_reduce.py`: a reduction over axis 0
+becomes a splittable inner stage over chunks fixed by the shape, then the partials).
+
 For each function block, the rules of `rules.py` run in priority order
 (catalog ops, matmul epilogue, reduction pro/epilogue, elementwise chains)
 until a sweep claims nothing new. Each candidate is checked in this order:
