@@ -213,7 +213,19 @@ def attention_region_kernel(region: Any, backend: Any = None, session: Session |
     perms = form.perms
     out_view = None if form.out_perm is None else tuple(sorted(range(out_rank), key=form.out_perm.__getitem__))
 
+    replay = threading.local()  # per thread: (the layout, the native plan made for it)
+    operands = ((qi, types[qi][0]), (ki, types[ki][0]), (vi, types[vi][0]), (-1, out_dtype))
+
     def run(*ptrs: Any) -> None:
+        # the same sizes and strides as the call the native plan was made for: only the four
+        # addresses change (the views and the plan lookup measured ~0.1 ms of a T=256 call)
+        last = getattr(replay, "last", None)
+        if last is not None:
+            descs = [p.contents for p in ptrs]
+            layout = tuple((tuple(d.sizes), tuple(d.strides)) for d in descs)
+            if layout == last[0]:
+                native.run_plan(last[1], tuple(_address(descs[i], dt) for i, dt in operands))  # type: ignore[arg-type]
+                return
         arrays = [_array(p, dt, r) for p, (dt, r) in zip(ptrs, types)]
         q, kt, v = (a if perm is None else a.transpose(perm)
                     for a, perm in zip((arrays[qi], arrays[ki], arrays[vi]), perms))
@@ -223,11 +235,14 @@ def attention_region_kernel(region: Any, backend: Any = None, session: Session |
         mask = arrays[mask_arg] if mask_arg is not None else mask_const
         call = AttentionArgs(scale, form.mask_kind, mask, fill)
         # a transpose keeps the first element: q, kT, v and out start where their descriptors do
-        addresses = tuple(_address(ptrs[i].contents, dt) for i, dt in ((qi, types[qi][0]), (ki, types[ki][0]),
-                                                                      (vi, types[vi][0]), (-1, out_dtype)))
+        addresses = tuple(_address(ptrs[i].contents, dt) for i, dt in operands)
+        replay.last = None
         if not native.run(q, kt, v, out, call, plans.cache, constant_mask=mask_const is not None,
                           addresses=addresses):  # f64, additive or per-head masks, ...
             attention(q, kt, v, out, call, softmax, scratch, plans.cache)
+        elif mask_arg is None and native.last_plan() is not None and all(a.size for a in arrays):
+            replay.last = (tuple((tuple(p.contents.sizes), tuple(p.contents.strides)) for p in ptrs),
+                           native.last_plan())
 
     kernel = Kernel.from_python(run, signature=signature, source="attention:native")
     return kernel, compose_region_cost(region, machine or MachineModel.default())

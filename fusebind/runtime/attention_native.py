@@ -66,7 +66,7 @@ MAX_ROWS, MIN_ROWS = 128, 16
 MASKED_ROWS, MASKED_KEYS = 64, 512
 #: at least this many tasks a call when rows allow it (both cores busy on a 2-D T=256 block);
 #: a constant, so the plan never depends on the thread count
-MIN_TASKS = 8
+MIN_TASKS = 4
 
 _F32 = np.dtype(np.float32)
 
@@ -278,15 +278,28 @@ class NativeAttention:
         else:
             plan = entry[0]
         if not plan:
+            self.local.last = None
             return False
-        lib = _lib()
-        env = plan.env
+        # the plan a caller may replay with `run_plan` while its layout holds (no value check needed)
+        self.local.last = plan if fast and (mask is None or constant_mask) else None
         if addresses is None:
             addresses = tuple(a.__array_interface__["data"][0] for a in (q, kt, v, out))  # type: ignore[assignment]
-        env[ENV["q"]], env[ENV["kt"]], env[ENV["v"]], env[ENV["out"]] = addresses  # type: ignore[misc]
+        self.run_plan(plan, addresses)  # type: ignore[arg-type]
+        return True
+
+    def last_plan(self) -> NativePlan | None:
+        """This thread's plan of its last `run` when it depends on the layout alone, else None."""
+        return getattr(self.local, "last", None)
+
+    def run_plan(self, plan: NativePlan, addresses: tuple[int, int, int, int]) -> None:
+        """Run `plan` on operands at `addresses` (first elements of q, kt, v, out) of the layout
+        it was made for (the caller's promise: `last_plan` after a `run` of that layout)."""
+        pool = self.pool if self.pool is not None else _pool()
+        lib = _lib()
+        env = plan.env
+        env[ENV["q"]], env[ENV["kt"]], env[ENV["v"]], env[ENV["out"]] = addresses
         with blas_threads(1):
             if pool is None or plan.width <= 1:
                 lib.serial(plan.env_address, plan.ntasks)
             else:
-                pool.run(lib.task, plan.env_address, plan.ntasks, plan.width)
-        return True
+                pool.run(lib.task, plan.env_address, plan.ntasks, min(plan.width, pool.threads))
