@@ -33,12 +33,13 @@ import numpy as np
 
 from fusebind.api.errors import ArgumentError, FusebindError, FusebindOverflowError, UnsupportedOperation
 from fusebind.api.numpy_operators import ArrayMethods
-from fusebind.dialect.types import ELEMENT_TYPES, numpy_dtype
+from fusebind.dialect.types import NUMPY_NAMES, NumpyDtypeNames
 
-#: the numpy dtypes a fusebind array may have -> the element type name of each
-SUPPORTED: dict[np.dtype, str] = {numpy_dtype(name): name for name in ELEMENT_TYPES}
+#: the numpy dtypes a fusebind array may have -> the element type name of each (a mapping that
+#: knows bfloat16 without importing ml_dtypes)
+SUPPORTED: NumpyDtypeNames = NumpyDtypeNames()
 #: their numpy names for messages: "float32, float64, ..., int8, ... or uint64"
-SUPPORTED_NAMES = ", ".join(str(d) for d in list(SUPPORTED)[:-1]) + f" or {list(SUPPORTED)[-1]}"
+SUPPORTED_NAMES = ", ".join(NUMPY_NAMES[:-1]) + f" or {NUMPY_NAMES[-1]}"
 
 #: the 0-d dtype a Python scalar argument is passed as (its "canonical" weak dtype)
 CANONICAL = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float64)}

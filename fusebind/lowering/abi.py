@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from fusebind.dialect.errors import FusebindInternalError, FusebindTypeError, FusebindValueError
-from fusebind.dialect.types import ELEMENT_TYPES, ELEMENTS
+from fusebind.dialect.types import ELEMENT_TYPES, ELEMENTS, NUMPY_NAMES, element_of_numpy
 
 
 class DType(enum.Enum):
@@ -54,15 +54,15 @@ class DType(enum.Enum):
     def from_numpy(cls, dtype: Any) -> "DType":
         """The DType of a numpy dtype (or anything `np.dtype()` accepts)."""
         np_dtype = np.dtype(dtype)
-        for member in cls:
-            if _NUMPY[member] == np_dtype and member.value in ELEMENT_TYPES:
-                return member
-        names = ", ".join(str(_NUMPY[cls(n)]) for n in ELEMENT_TYPES)
+        name = element_of_numpy(np_dtype)  # (bfloat16 without importing ml_dtypes)
+        if name is not None:
+            return cls(name)
+        names = ", ".join(NUMPY_NAMES)
         raise FusebindValueError(f"numpy dtype {np_dtype} has no fusebind DType: supported are {names}")
 
     @property
     def numpy(self) -> np.dtype:
-        return _NUMPY[self]
+        return ELEMENTS[self.value].numpy  # (bfloat16: imports ml_dtypes on first use)
 
     @property
     def mlir(self) -> str:
@@ -75,7 +75,7 @@ class DType(enum.Enum):
 
     @property
     def itemsize(self) -> int:
-        return self.numpy.itemsize
+        return ELEMENTS[self.value].nbytes
 
     def __repr__(self) -> str:
         return f"DType.{self.name}"
@@ -86,10 +86,11 @@ class DType(enum.Enum):
 
 # Derived from the one element table; the C type is numpy's for the same layout
 # (c_float, c_double, c_int32, c_int64, c_bool).
-_NUMPY: dict[DType, np.dtype] = {d: ELEMENTS[d.value].numpy for d in DType}
-# f16 and bf16 have no ctypes type: their descriptors point at 16-bit words
+# f16 and bf16 have no ctypes type: their descriptors point at 16-bit words (so bf16's dtype, and
+# ml_dtypes, are not needed here)
 _CTYPES: dict[DType, type] = {d: np.ctypeslib.as_ctypes_type(np.uint16 if ELEMENTS[d.value].kind == "float"
-                                                             and ELEMENTS[d.value].bits == 16 else _NUMPY[d])
+                                                             and ELEMENTS[d.value].bits == 16
+                                                             else ELEMENTS[d.value].numpy)
                               for d in DType}
 if tuple(d.value for d in DType) != tuple(ELEMENTS):
     raise FusebindInternalError(f"DType {[d.value for d in DType]} differs from the element table {tuple(ELEMENTS)}")
