@@ -19,6 +19,7 @@ peer, XLA included, on one core), one with every peer at its default threads.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -304,17 +305,22 @@ def _children_cpu() -> float:
                                                  resource.getrusage(resource.RUSAGE_SELF)))
 
 
-def run_suite(cfg: Config, command: str, parent_env: dict[str, str | None]) -> str:
+def run_suite(cfg: Config, command: str, parent_env: dict[str, str | None], first_calls: str = "all") -> str:
     res = Results()
     md: list[str] = []
     t0 = time.perf_counter()
     took: list[str] = []
-    for title, section in (("workloads", run_workloads), ("threads", run_threads),
-                           ("call overhead", run_call_overhead), ("compile latency and cache", run_compile),
-                           ("first calls (API) against jax.jit", run_first_calls), ("temporaries", run_temporaries)):
+    # --first-calls quick: that section's quick set (4 workloads, 1 sample each: each sample is fresh
+    # processes compiling cold, ~1/10 of the full section's time) inside an otherwise full run.
+    first_cfg = dataclasses.replace(cfg, quick=True) if first_calls == "quick" else cfg
+    for title, section, scfg in (("workloads", run_workloads, cfg), ("threads", run_threads, cfg),
+                                 ("call overhead", run_call_overhead, cfg),
+                                 ("compile latency and cache", run_compile, cfg),
+                                 ("first calls (API) against jax.jit", run_first_calls, first_cfg),
+                                 ("temporaries", run_temporaries, cfg)):
         print(f"{title} …", flush=True)
         ts, cpu = time.perf_counter(), _children_cpu()
-        section(cfg, res, md)
+        section(scfg, res, md)
         took.append(f"{title} {time.perf_counter() - ts:.0f} s ({_children_cpu() - cpu:.0f} s CPU)")
         print(f"  {took[-1]}", flush=True)
     elapsed = time.perf_counter() - t0
@@ -348,6 +354,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, metavar="SECONDS",
                     help="seconds the interleaved rounds of one workload size aim at per child (default 1.0, "
                          "--quick 0.25); rounds stay >= 7 (--quick 3), so min and median keep their samples")
+    ap.add_argument("--first-calls", choices=("all", "quick"), default="all",
+                    help="the first-call section (fresh processes compiling cold): every workload x 3 samples "
+                         "(all, the default of a full run) or its quick set (4 workloads x 1)")
     ap.add_argument("--only", metavar="PATTERN", help="run only workloads/sections matching (substring or glob)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
                     help="results file; the suite replaces its block between the suite markers")
@@ -363,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                "--command", shown]
         return subprocess.call(cmd, env=child_env(), cwd=str(Path(__file__).resolve().parent.parent))
     cfg = Config(quick=args.quick, only=args.only, budget=args.budget)
-    block = run_suite(cfg, args.command, json.loads(args.parent_env))
+    block = run_suite(cfg, args.command, json.loads(args.parent_env), args.first_calls)
     print(block)
     write_block(Path(args.out), block)
     print(f"\nwrote the suite block of {args.out}", flush=True)
