@@ -125,7 +125,7 @@ def _default_decompose(region: Any, dtypes: Any, **kwargs: Any) -> Any:
 def _numel(region: Any) -> int:
     from fusebind.dialect.types import num_elements, shape_of
 
-    return max((num_elements(shape_of(v.type)) or 0 for v in region.results), default=0)
+    return max((num_elements(shape_of(v.type)) or 0 for v in (*region.operands, *region.results)), default=0)
 
 
 def _splits_dynamic(region: Any) -> bool:

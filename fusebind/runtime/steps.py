@@ -224,7 +224,8 @@ class ThunkStep:
         extra = [(STATUS_WORDS,)] if self.status else []
         self.thunk = ThunkCall(target, [*in_shapes, *out_shapes, *extra])
         self.pool = pool  # threads -> the worker pool (the backend's `split_pool`)
-        out_numel = int(np.prod(out_shapes[0])) if out_shapes else 0
+        # the work, not the output: a tree reduction's inner stage reads chunks x rows, writes chunks
+        out_numel = max((int(np.prod(s)) for s in (*in_shapes, *out_shapes)), default=0)
         lead = out_shapes[0][0] if out_shapes and out_shapes[0] else 0
         self.chunks = self.splits = self.tasks = 1
         self.par: ParallelThunkCall | None = None

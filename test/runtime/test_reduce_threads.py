@@ -48,7 +48,10 @@ def _bound(x: np.ndarray, axis) -> np.ndarray:
 @pytest.mark.parametrize("name", list(CASES))
 def test_bitwise_the_same_at_1_2_4_8_threads(name: str) -> None:
     fn, x = CASES[name]
-    results = [fb.jit(fn, threads=t)(x) for t in THREADS]
+    # the most threads first: the first executor compiles the shared kernels, and only one with
+    # threads > 1 compiles the splittable inner stage for chunks (a 1-thread one compiles it static)
+    by_threads = {t: fb.jit(fn, threads=t)(x) for t in reversed(THREADS)}
+    results = [by_threads[t] for t in THREADS]
     want = fn(x)
     exact = fn(x.astype(np.longdouble))
     for k, w in enumerate(want):
@@ -70,6 +73,16 @@ def test_the_tree_is_in_the_plan() -> None:
     f(X32)
     ir = str(f.optimized(X32))
     assert "tensor<262144xf32> -> tensor<4x65536xf32>" in ir and "starts = [262144]" in ir, ir
+
+
+def test_the_inner_stage_runs_split_on_the_pool() -> None:
+    """The split is decided on the work (the inner stage reads 262 144 elements and writes 4): a
+    2-thread executor runs it in chunks, with the 1-thread result bit for bit."""
+    fn = lambda x: (x * np.float32(3) - 1).sum()  # noqa: E731 (its own regions: not shared with other tests)
+    f2 = fb.jit(fn, threads=2)
+    got2 = f2(X32)
+    assert "split over 2 threads" in f2.explain(X32), f2.explain(X32)
+    np.testing.assert_array_equal(got2, fb.jit(fn, threads=1)(X32))
 
 
 def test_nan_propagates_from_a_chunk_and_from_the_tail() -> None:
