@@ -58,31 +58,35 @@ def _types(region: Any) -> tuple[str, ...]:
 
 
 def inplace_variant(region: Any, k: int, r: int, canonical: str, backend: str, notes: list[str],
-                    cache: Any = None) -> Any:
+                    cache: Any = None, dynamic: bool = False) -> Any:
     """The Kernel of `region`'s in-place variant (result r written over operand k), or None
     when it cannot be built (a `LoweringError`, noted in `notes`): the caller then runs the
     out-of-place kernel in place, which is correct, only slower. `canonical` is the region's
     canonical text (`fused_ids`), the memo key with its types; regions without one
-    (`!failed` or empty) get no variant. `cache`: the object cache (None: `default_cache()`)."""
+    (`!failed` or empty) get no variant. `cache`: the object cache (None: `default_cache()`).
+    `dynamic`: compile it for any shape (every dim `?`), as a call split in chunks along axis 0
+    needs: a static kernel called on a chunk runs over its whole static shape from the chunk's
+    base, past the buffer's end (it corrupted the heap: test_inplace_variant_split)."""
     if not canonical or canonical.startswith("!"):
         return None
     # per object cache: a pickling replay's recording cache (travel.py) must see the variant
     # built through it, or the pickle would lack it and its receiver compile it (importing mlir)
     store = cache if cache is not None else default_cache()
-    key = (backend, canonical, _types(region), k, r, id(store))
+    key = (backend, canonical, _types(region), k, r, dynamic, id(store))
     with _LOCK:
         hit = _VARIANTS.get(key)
         if hit is not None and hit[0] is store:  # the entry holds `store`: its id is not reused
             _VARIANTS.move_to_end(key)
             return hit[1]
-        kernel = _build(region, k, r, canonical, backend, notes, store)
+        kernel = _build(region, k, r, canonical, backend, notes, store, dynamic)
         _VARIANTS[key] = (store, kernel)
         while len(_VARIANTS) > MAX_VARIANTS:
             _VARIANTS.popitem(last=False)
         return kernel
 
 
-def _build(region: Any, k: int, r: int, canonical: str, backend: str, notes: list[str], cache: Any = None) -> Any:
+def _build(region: Any, k: int, r: int, canonical: str, backend: str, notes: list[str], cache: Any = None,
+           dynamic: bool = False) -> Any:
     from fusebind.runtime.kernel import Kernel
 
     target = backend_named(backend)
@@ -90,7 +94,7 @@ def _build(region: Any, k: int, r: int, canonical: str, backend: str, notes: lis
     name = "".join(c if c.isalnum() else "_" for c in str(getattr(region, "region_name", "") or "region"))
     try:
         emitted = emit_linalg(region, f"fb_{name}_inplace_{k}_{r}", fastmath=fm[0] if fm else None,
-                              fastmath_defs=fm[1] if fm else None, inplace=(k, r))
+                              fastmath_defs=fm[1] if fm else None, inplace=(k, r), dynamic=dynamic)
         if isinstance(emitted, CheckedKernel):  # an index-checking body is not same-index: never marked
             notes.append(f"{region.region_name}: no in-place variant (its kernel checks indices)")
             return None
@@ -98,7 +102,7 @@ def _build(region: Any, k: int, r: int, canonical: str, backend: str, notes: lis
         dtypes = [element_name(a.type) for a in block.args] + [element_name(v.type) for v in block.last_op.operands]
         shapes = [list(s.shape) for s in (*emitted.inputs, *emitted.outputs)]
         built = build_object(emitted, cache=cache, key_parts={"recipe": canonical, "dtypes": dtypes, "shapes": shapes,
-                                                 "dynamic": False, "inplace": [k, r]}, backend=target)
+                                                 "dynamic": dynamic, "inplace": [k, r]}, backend=target)
         kernel = Kernel.from_object(built.object_code, built.symbol, signature=emitted_signature(emitted))
     except LoweringError as exc:
         notes.append(f"{region.region_name}: no in-place variant ({exc}); its kernel runs in place unvectorized")
@@ -114,11 +118,13 @@ def variant_call(region: Any, inplace: tuple[int, int], kernel: Any, canonical: 
     kernel bound under the region's key is what the user asked to run."""
     if getattr(kernel, "compiled_shapes", None) is None or getattr(kernel.signature, "status", False):
         return None
-    variant = inplace_variant(region, inplace[0], inplace[1], canonical, options.backend, notes, options.cache)
+    split = splittable and options.threads > 1  # chunks need a kernel for any shape (`inplace_variant`)
+    variant = inplace_variant(region, inplace[0], inplace[1], canonical, options.backend, notes, options.cache,
+                              dynamic=split)
     if variant is None:
         return None
     decision.reason += " (its in-place kernel variant)"
-    call = fused_call(region, variant, splittable, options.threads, runtime_backend(options.backend).split_pool,
+    call = fused_call(region, variant, split, options.threads, runtime_backend(options.backend).split_pool,
                       notes)
     decision.splits = call.splits
     return call
