@@ -69,6 +69,7 @@ from fusebind.compiler.passes import register_pass
 from fusebind.dialect.prim import (AddOp, CastOp, ConstantOp, DivOp, ElementwiseOp, MaxOp, MinOp, MulOp,
                                    ReduceMaxOp, ReduceMeanOp, ReduceMinOp, ReduceProdOp, ReduceSumOp,
                                    ReshapeOp, SliceOp)
+from fusebind.dialect.errors import FusebindError
 from fusebind.dialect.types import INT_TYPES, elem_of, is_static, numpy_dtype, shape_of, tensor_type
 
 #: Elements of one leaf chunk (rows of the leading axis per chunk: this // elements per row).
@@ -149,8 +150,9 @@ class _Builder:
         self.ops.clear()
 
 
-class _Abort(Exception):
-    """This reduction keeps its one-pass form (an operand the tree cannot reshape)."""
+class _Abort(FusebindError):
+    """This reduction keeps its one-pass form (an operand the tree cannot reshape). Internal: the
+    pass catches it; a FusebindError like every exception class of fusebind's."""
 
 
 def _clonable(value: SSAValue, full: tuple[int, ...], block: Any) -> bool:
