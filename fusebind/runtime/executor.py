@@ -149,7 +149,7 @@ class Executor:
         self.options = PlanOptions(session=self.session, backend=parse_backend(backend), verify=verify, verify_action=verify_action,
                                    threads=threads, static_kernels=static_kernels,
                                    machine=machine if isinstance(machine, MachineModel) else None,
-                                   profile=bool(profile))
+                                   profile=bool(profile), cache=cache)
         self.compiler = JitCompiler(self.options.backend, background=background, cache=cache,
                                     before_compile=before_compile,
                                     # one thread never splits: static-shape kernels (a dynamic one is up to 8% slower)
