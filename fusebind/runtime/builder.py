@@ -52,7 +52,7 @@ from fusebind.compiler.cost import (
 from fusebind.dialect.errors import FusebindError, FusebindInternalError, UnsupportedOperation
 from fusebind.runtime.arms import ArmStats, RegionDecision, verify_failed_reason, verify_results
 from fusebind.runtime.bindings import BindingTable
-from fusebind.runtime.builder_inplace import fused_call, variant_call
+from fusebind.runtime.builder_inplace import fused_call, plain_fused_runner, variant_call
 from fusebind.runtime.blas_operands import blas_transposed, column_major_retry, transpose_is_view
 from fusebind.runtime.call import PY_SPLIT_THRESHOLD, KernelCall, OutputRecycler, output_allocator
 from fusebind.runtime.fused_kernels import CAP_SPLIT_AXIS0
@@ -490,7 +490,9 @@ class StepBuilder:
         # not an in-place region: its kernel (the variant) must never be called with the caller's arrays
         if isinstance(kcall, ThunkStep) and kcall.splits == 1 and not verify and inplace is None:
             self.fast_region = (region, kcall.thunk)
-        return run_fused
+        plain = None if verify or profile or len(allocs) != 1 else plain_fused_runner(
+            kcall, allocs[0], operand_slots, result_slots[0], stats)
+        return plain or run_fused
 
 
 def compile_dtypes(op: Any) -> tuple[Any, ...]:
