@@ -291,7 +291,8 @@ class FbKernel:
     cost is one ctypes call (PERFORMANCE.md: descriptors must be prepared once).
     """
 
-    def __init__(self, text: str, *, name: str = "k", cache: Any = None) -> None:
+    def __init__(self, text: str, *, name: str = "k", cache: Any = None,
+                 inplace: tuple[int, int] | None = None) -> None:
         from fusebind.dialect import parse_module
         from fusebind.lowering import ObjectCache, build_object, emit_linalg, kernel_signature
         from fusebind.lowering.build import default_fastmath
@@ -300,9 +301,9 @@ class FbKernel:
         module = parse_module(text)
         fm = default_fastmath()
         self.emitted = emit_linalg(next(iter(module.ops)), name, fastmath=fm[0] if fm else None,
-                                   fastmath_defs=fm[1] if fm else None)
+                                   fastmath_defs=fm[1] if fm else None, inplace=inplace)
         built = build_object(self.emitted, cache=cache if cache is not None else ObjectCache.from_env(),
-                             key_parts={"bench": text})
+                             key_parts={"bench": text, "inplace": list(inplace or ())})
         self.kernel = Kernel.from_object(built.object_code, built.symbol,
                                          signature=kernel_signature(self.emitted.inputs, self.emitted.outputs))
 
@@ -370,8 +371,10 @@ def fb_kernel_threads_candidate(w: Workload, xs: Sequence[np.ndarray], out: np.n
     return Candidate(name, run, f"{threads} chunks; this thread runs one, a pool thread the other")
 
 
-def _epilogue(fn: Callable[..., Any], shapes: Sequence[tuple[int, ...]]) -> FbKernel:
-    return FbKernel(prim_func_text(fn, shapes))
+def _epilogue(fn: Callable[..., Any], shapes: Sequence[tuple[int, ...]],
+              inplace: tuple[int, int] | None = None) -> FbKernel:
+    """`inplace=(k, r)`: the in-place variant (output r is operand k's buffer, as the executor runs it)."""
+    return FbKernel(prim_func_text(fn, shapes), inplace=inplace)
 
 
 def fb_blas_epilogue_candidate(w: Workload, xs: Sequence[np.ndarray], out: np.ndarray) -> Built:
@@ -382,7 +385,7 @@ def fb_blas_epilogue_candidate(w: Workload, xs: Sequence[np.ndarray], out: np.nd
     x, wt, b = xs
     act = "relu" if "relu" in w.name else "gelu"
     try:
-        ep = _epilogue(lambda ops, y, bias: getattr(ops, act)(y + bias), [out.shape, b.shape]).bind(out, b, out)
+        ep = _epilogue(lambda ops, y, bias: getattr(ops, act)(y + bias), [out.shape, b.shape], (0, 0)).bind(out, b, out)
     except Exception as exc:
         return Unavailable(name, _why(exc))
 
@@ -414,7 +417,7 @@ def fb_block_candidate(w: Workload, xs: Sequence[np.ndarray], out: np.ndarray) -
             m1 = np.empty((x.shape[0], w1.shape[1]), F32)
             m2 = np.empty_like(x)
             ln = _epilogue(lambda ops, a, gg, bb: ops.layer_norm(a, gg, bb), [x.shape, g.shape, beta.shape])
-            gelu = _epilogue(lambda ops, y, bias: ops.gelu(y + bias), [m1.shape, b1.shape])
+            gelu = _epilogue(lambda ops, y, bias: ops.gelu(y + bias), [m1.shape, b1.shape], (0, 0))
             resid = _epilogue(lambda ops, y, res, bias: res + y + bias, [m2.shape, x.shape, b2.shape])
             c_ln, c_gelu, c_res = ln.bind(x, g, beta, h), gelu.bind(m1, b1, m1), resid.bind(m2, x, b2, out)
 
@@ -430,7 +433,7 @@ def fb_block_candidate(w: Workload, xs: Sequence[np.ndarray], out: np.ndarray) -
             x, w1, w3, w2 = xs
             a = np.empty((x.shape[0], w1.shape[1]), F32)
             b = np.empty_like(a)
-            glu = _epilogue(lambda ops, aa, bb: aa * ops.sigmoid(aa) * bb, [a.shape, b.shape]).bind(a, b, a)
+            glu = _epilogue(lambda ops, aa, bb: aa * ops.sigmoid(aa) * bb, [a.shape, b.shape], (0, 0)).bind(a, b, a)
 
             def run_glu() -> np.ndarray:
                 np.matmul(x, w1, out=a)

@@ -48,7 +48,7 @@ def matmul_gelu() -> list[str]:
     w = rng.standard_normal((1024, 1024), dtype=np.float32) / 32
     b = rng.standard_normal(1024, dtype=np.float32)
     out = np.empty((512, 1024), np.float32)
-    kernel = _epilogue(lambda ops, y, bias: ops.gelu(y + bias), [out.shape, b.shape])
+    kernel = _epilogue(lambda ops, y, bias: ops.gelu(y + bias), [out.shape, b.shape], (0, 0))
     ep = kernel.bind(out, b, out)
     np.matmul(x, w, out=out)
     api = fb.jit(lambda x, w, b: fb.gelu(x @ w + b), threads=1)
