@@ -71,7 +71,10 @@ def test_processes_share_one_cache_with_same_and_different_kernels(tmp_path: Pat
     distinct = {k for js in [shared] + [[("sub", 100 + 10 * me + r), ("max", 200 + me)] for me in range(procs_n)
                                         for r in range(rounds)] for k in js}
     entries = [p for p in tmp_path.iterdir() if not p.name.startswith("fusebind-repro")]
-    assert sorted(p.suffix for p in entries) == [".o"] * len(distinct), [p.name for p in entries]
+    # one object per distinct kernel, and beside each its pre-emission note (cache.py's NOTE_SUFFIX);
+    # nothing else: no temp file or partial entry is left
+    assert sorted(p.suffix for p in entries) == [".note"] * len(distinct) + [".o"] * len(distinct), \
+        [p.name for p in entries]
     assert all(_decode(p.read_bytes()) is not None for p in entries)
     # A later process finds every kernel in the cache.
     p = _spawn(tmp_path, 9, sorted(distinct))
