@@ -16,7 +16,7 @@ import pytest
 from fusebind.lowering.blas_ir import compile_batched_blas_thunk
 from fusebind.runtime.blas import (StaticKernelError, blas_batched_kernel, blas_gate, blas_get_threads,
                                    blas_set_threads)
-from fusebind.runtime.dtypes import DType, KernelSignature
+from fusebind.runtime.dtypes import DType, KernelSignature, descriptor_for
 from fusebind.runtime.kernel import Kernel
 from fusebind.runtime.pool import process_pool
 from fusebind.runtime.session import Session
@@ -96,14 +96,16 @@ def test_a_pool_task_calling_blas_runs_it_at_one_thread_and_the_count_comes_back
         a, b = np.zeros((entries, 64, 64)), np.zeros((entries, 64, 64))
         out = np.zeros((entries, 64, 64))
         kernel, seen, keep = _spy_kernel(2)
-        ThunkCall(kernel, [a.shape, b.shape, out.shape]).function(a, b, out)
+        # through ctypes, which releases the GIL: the stand-in gemm is Python, and a pool worker
+        # running it needs the GIL (the real gemm is native and needs nothing)
+        kernel(descriptor_for(a), descriptor_for(b), descriptor_for(out))
         assert [s[0] for s in seen] == [1] * entries  # every gemm of the parallel job saw 1 BLAS thread
         assert sorted(s[1] for s in seen) == [out.ctypes.data + i * 64 * 64 * 8 for i in range(entries)]
         assert out[:, 0, 0].tolist() == [1.0] * entries
         assert blas_get_threads() == 2  # restored after the job
 
         serial, seen1, keep1 = _spy_kernel(1)  # width 1: in order on the caller, at the count in force
-        ThunkCall(serial, [a.shape, b.shape, out.shape]).function(a, b, out)
+        serial(descriptor_for(a), descriptor_for(b), descriptor_for(out))
         assert [s[0] for s in seen1] == [2] * entries and len({s[2] for s in seen1}) == 1
     finally:
         blas_set_threads(before)
