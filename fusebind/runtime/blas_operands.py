@@ -29,17 +29,16 @@ from typing import Any
 import numpy as np
 
 from fusebind.dialect.prim import MatmulOp, TransposeOp
+from fusebind.dialect.types import element_of_numpy
 from fusebind.lowering.blas_ir import BLAS_GEMMS
 from fusebind.runtime.blas import blas_batched_kernel, blas_matmul_kernel
-from fusebind.runtime.dtypes import DType
 from fusebind.runtime.steps import np_dtype, static_shape
 
 _FLOATS = ("f16", "bf16", "f32", "f64")
-_ELEMS = {np.dtype(d.numpy): d.value for d in DType}
 
 
 def _elem(value: Any) -> str | None:
-    return _ELEMS.get(np_dtype(value))
+    return element_of_numpy(np_dtype(value))  # (bfloat16 known without importing ml_dtypes)
 
 
 def _swaps_last_two(op: TransposeOp, rank: int) -> bool:

@@ -53,7 +53,8 @@ from fusebind.dialect.errors import FusebindError, FusebindInternalError, Unsupp
 from fusebind.runtime.arms import ArmStats, RegionDecision, verify_failed_reason, verify_results
 from fusebind.runtime.bindings import BindingTable
 from fusebind.runtime.builder_inplace import fused_call, plain_fused_runner, variant_call
-from fusebind.runtime.blas_operands import blas_transposed, column_major_retry, transpose_is_view
+from fusebind.runtime.blas_operands import (blas_batched, blas_threaded, blas_transposed, column_major_retry,
+                                            transpose_is_view)
 from fusebind.runtime.call import PY_SPLIT_THRESHOLD, KernelCall, OutputRecycler, output_allocator
 from fusebind.runtime.fused_kernels import CAP_SPLIT_AXIS0
 from fusebind.runtime.resolve import KernelMiss, compile_one, row_is_dynamic, static_attrs
@@ -201,7 +202,15 @@ class StepBuilder:
             return self._transpose_view_step(op, ins, out)
         kernel_ok = all(s is not None for s in shapes) and (not isinstance(op, ShapeOp) or op.KIND == "transpose")
         if isinstance(op, MatmulOp) and any(len(s or ()) != 2 for s in shapes):
-            kernel_ok = False  # the static matmul kernel is 2-d only
+            from fusebind.runtime.session import default_session
+
+            batched = blas_batched(op, self.transpose_views, self.options.session or default_session(),
+                                   runtime_backend(self.options.backend), self.options.threads)
+            if batched is not None:  # one native call over the batch entries (runtime/blas.py)
+                kernel, sources = batched
+                return self._kernel_step(op, kernel, [self.slot(v) for v in sources], out, elementwise=False,
+                                         in_shapes=[static_shape(v) for v in sources])
+            kernel_ok = False  # numpy's matmul (f16/bf16, integers, dynamic shapes)
         if not getattr(op, "kernel_computable", lambda: True)():
             kernel_ok = False  # its reference is its meaning (prim.check raises; a traced integer exponent)
         if kernel_ok:
@@ -211,12 +220,14 @@ class StepBuilder:
 
                 transposed = blas_transposed(op, resolved.kernel, self.transpose_views,
                                              self.options.session or default_session(),
-                                             runtime_backend(self.options.backend))
+                                             runtime_backend(self.options.backend), self.options.threads)
                 if transposed is not None:  # w.T read as the gemm's Trans flag: the kernel gets w itself
                     kernel, sources = transposed
                     return self._kernel_step(op, kernel, [self.slot(v) for v in sources], out, elementwise=False,
                                              in_shapes=[static_shape(v) for v in sources])
-                return self._kernel_step(op, resolved.kernel, ins, out, elementwise=isinstance(op, ElementwiseOp))
+                kernel = blas_threaded(op, resolved.kernel, self.options.session or default_session(),
+                                       runtime_backend(self.options.backend), self.options.threads)
+                return self._kernel_step(op, kernel, ins, out, elementwise=isinstance(op, ElementwiseOp))
         return self._reference_step(op, ins, out)
 
     def _transpose_view_step(self, op: Any, ins: list[int], out: int) -> Step:
@@ -285,7 +296,8 @@ class StepBuilder:
                 from fusebind.runtime.session import default_session
 
                 retry = column_major_retry(op, kernel, self.options.session or default_session(),
-                                           runtime_backend(self.options.backend)) or (lambda *arrays: None)
+                                           runtime_backend(self.options.backend),
+                                           self.options.threads) or (lambda *arrays: None)
 
                 def run_thunk(env: Env) -> None:
                     o = alloc(env)

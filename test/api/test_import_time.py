@@ -61,8 +61,6 @@ def test_bfloat16_still_works_once_ml_dtypes_is_loaded(child: dict) -> None:
     assert child["bf16_ok"] is True
 
 
-@pytest.mark.xfail(strict=True, reason="lowering/abi.py, api/capture.py and runtime/blas_operands.py still read "
-                   "every dtype at import (the diffs are in session 6's HC report); remove this mark with them")
 def test_a_program_without_bfloat16_never_imports_ml_dtypes(child: dict) -> None:
     assert child["program_ml_dtypes"] is False
 

@@ -33,4 +33,5 @@ def test_a_split_in_place_epilogue_gives_numpys_values() -> None:
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
     why = f.explain(X, W1, W3)
     assert "its in-place kernel variant" in why and "split over 2 threads" in why, why
-    np.testing.assert_array_equal(fb.jit(swiglu_gate, threads=1)(X, W1, W3), got)
+    # one thread: the same epilogue values (BLAS at one thread may round the matmul differently)
+    np.testing.assert_allclose(fb.jit(swiglu_gate, threads=1)(X, W1, W3), got, rtol=1e-5, atol=1e-7)
