@@ -372,7 +372,7 @@ class StepBuilder:
                 step(env)
             return [env[y] for y in yield_slots]
 
-        call, queued = None, False
+        call = None
         shapes_static = all(static_shape(v) is not None for v in (*region.operands, *region.results))
         try:
             resolved = compile_one(region, self.table, self.options.backend, fused_id=fused_id,
@@ -390,7 +390,6 @@ class StepBuilder:
 
                 self.work_order.append(WorkItem(fused_id or 0, name, region.clone(),
                                                 tuple(d.value for d in node_dtypes(region))))
-                queued = True
         if resolved is not None:
             decision.fused_id = resolved.key.fused_id or fused_id
             decision.kernel = resolved
@@ -421,8 +420,7 @@ class StepBuilder:
         if call is None:
             if not decision.reason:
                 decision.reason = "runs arm 0"
-            if not queued:  # a queued region's plan is rebuilt once its kernel compiles (foreground: before it
-                arm0_steps()  # ever runs, so its static kernels would be built for nothing); else resolve now
+            arm0_steps()  # resolve now: arm 0 is the arm that runs (its steps take the plan's slots here)
 
             def run0(env: Env) -> None:
                 t = clock() if profile else 0.0
