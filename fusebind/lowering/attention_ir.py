@@ -125,6 +125,43 @@ define internal float @exp1(float %x) alwaysinline {{
 """
 
 
+def _row_scalar_op(name: str, op: str, sign: str) -> str:
+    """@row_<name>(x, n, c): x[j] = x[j] <sign> c for j < n (8 lanes, then a scalar tail)."""
+    return f"""
+; x[j] = x[j] {sign} c for j < n
+define internal void @row_{name}(ptr %x, i64 %n, float %c) alwaysinline {{
+entry:
+  %cv0 = insertelement {_V} undef, float %c, i64 0
+  %cv = shufflevector {_V} %cv0, {_V} undef, <{LANES} x i32> zeroinitializer
+  br label %vh
+vh:
+  %j = phi i64 [0, %entry], [%j8, %vb]
+  %j8 = add i64 %j, {LANES}
+  %vok = icmp sle i64 %j8, %n
+  br i1 %vok, label %vb, label %th
+vb:
+  %p = getelementptr float, ptr %x, i64 %j
+  %a = load {_V}, ptr %p, align 4
+  %r = {op} {_V} %a, %cv
+  store {_V} %r, ptr %p, align 4
+  br label %vh
+th:
+  %k = phi i64 [%j, %vh], [%k1, %tb]
+  %tok = icmp slt i64 %k, %n
+  br i1 %tok, label %tb, label %done
+tb:
+  %tp = getelementptr float, ptr %x, i64 %k
+  %ta = load float, ptr %tp
+  %tr = {op} float %ta, %c
+  store float %tr, ptr %tp
+  %k1 = add i64 %k, 1
+  br label %th
+done:
+  ret void
+}}
+"""
+
+
 def _row_loops() -> str:
     """Per-row helpers over n contiguous floats: 8 lanes, then a scalar tail."""
     s = _splat
@@ -243,69 +280,7 @@ done:
   ret float %s
 }}
 
-; x[j] = x[j] / c for j < n
-define internal void @row_div(ptr %x, i64 %n, float %c) alwaysinline {{
-entry:
-  %cv0 = insertelement {_V} undef, float %c, i64 0
-  %cv = shufflevector {_V} %cv0, {_V} undef, <{LANES} x i32> zeroinitializer
-  br label %vh
-vh:
-  %j = phi i64 [0, %entry], [%j8, %vb]
-  %j8 = add i64 %j, {LANES}
-  %vok = icmp sle i64 %j8, %n
-  br i1 %vok, label %vb, label %th
-vb:
-  %p = getelementptr float, ptr %x, i64 %j
-  %a = load {_V}, ptr %p, align 4
-  %r = fdiv {_V} %a, %cv
-  store {_V} %r, ptr %p, align 4
-  br label %vh
-th:
-  %k = phi i64 [%j, %vh], [%k1, %tb]
-  %tok = icmp slt i64 %k, %n
-  br i1 %tok, label %tb, label %done
-tb:
-  %tp = getelementptr float, ptr %x, i64 %k
-  %ta = load float, ptr %tp
-  %tr = fdiv float %ta, %c
-  store float %tr, ptr %tp
-  %k1 = add i64 %k, 1
-  br label %th
-done:
-  ret void
-}}
-; x[j] = x[j] * c for j < n
-define internal void @row_mul(ptr %x, i64 %n, float %c) alwaysinline {{
-entry:
-  %cv0 = insertelement {_V} undef, float %c, i64 0
-  %cv = shufflevector {_V} %cv0, {_V} undef, <{LANES} x i32> zeroinitializer
-  br label %vh
-vh:
-  %j = phi i64 [0, %entry], [%j8, %vb]
-  %j8 = add i64 %j, {LANES}
-  %vok = icmp sle i64 %j8, %n
-  br i1 %vok, label %vb, label %th
-vb:
-  %p = getelementptr float, ptr %x, i64 %j
-  %a = load {_V}, ptr %p, align 4
-  %r = fmul {_V} %a, %cv
-  store {_V} %r, ptr %p, align 4
-  br label %vh
-th:
-  %k = phi i64 [%j, %vh], [%k1, %tb]
-  %tok = icmp slt i64 %k, %n
-  br i1 %tok, label %tb, label %done
-tb:
-  %tp = getelementptr float, ptr %x, i64 %k
-  %ta = load float, ptr %tp
-  %tr = fmul float %ta, %c
-  store float %tr, ptr %tp
-  %k1 = add i64 %k, 1
-  br label %th
-done:
-  ret void
-}}
-"""
+""" + _row_scalar_op("div", "fdiv", "/") + _row_scalar_op("mul", "fmul", "*")
 
 
 def _operand(name: str, s0: str, s1: str) -> str:
